@@ -1,0 +1,20 @@
+# Baton's targets. `make test` is everything CI runs.
+GO ?= go
+
+.PHONY: test demo bench-locks chaos vet fmt
+
+test: vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
+	$(GO) vet ./...
+
+demo:
+	$(GO) run ./cmd/baton demo
+
+bench-locks:
+	cd bench && $(GO) run ./cmd/bench-locks
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,320 @@
+// Package batonmem is Baton's in-memory backend: every guarantee of the Redis
+// backend, for one process, with no server. It serves tests, demos and
+// programs that need Baton's locks and jobs only within themselves.
+//
+// Time is the process's monotonic clock. State lives until the Driver is
+// garbage: like the Redis backend it keeps, per lock key ever used, the last
+// fencing token and default limit (a few dozen bytes plus the key), so that
+// fences never repeat; everything else is removed when a key goes idle.
+package batonmem
+
+import (
+	"cmp"
+	"container/list"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// Driver is a batondriver.Driver in memory. The zero value is not usable;
+// call New. It is safe for concurrent use.
+type Driver struct {
+	mu        sync.Mutex
+	meta      map[string]*keyMeta   // forever, per key
+	locks     map[string]*lockState // while a key is in use
+	listeners map[listenerID]*listener
+}
+
+var _ batondriver.Driver = (*Driver)(nil)
+
+// New returns an empty Driver.
+func New() *Driver {
+	return &Driver{
+		meta:      make(map[string]*keyMeta),
+		locks:     make(map[string]*lockState),
+		listeners: make(map[listenerID]*listener),
+	}
+}
+
+type keyMeta struct {
+	fence    uint64
+	dlimit   int
+	override *int
+}
+
+type lockState struct {
+	holders map[string]*holder       // by token
+	waiters *list.List               // of *waiter, in arrival order
+	byToken map[string]*list.Element // waiters by token
+}
+
+type holder struct {
+	fence   uint64
+	expires time.Time
+}
+
+type waiter struct {
+	token   string
+	ttl     time.Duration // lease TTL to grant
+	expires time.Time     // of the place
+}
+
+type listenerID struct{ key, token string }
+
+type listener struct {
+	d  *Driver
+	id listenerID
+	ch chan batondriver.LockNotice
+}
+
+func (l *listener) C() <-chan batondriver.LockNotice { return l.ch }
+
+func (l *listener) Close() {
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	if l.d.listeners[l.id] == l {
+		delete(l.d.listeners, l.id)
+	}
+}
+
+func (m *keyMeta) limit() int {
+	if m.override != nil {
+		return *m.override
+	}
+	return m.dlimit
+}
+
+// state returns the key's lock state, creating it. d.mu must be held.
+func (d *Driver) state(key string) (*keyMeta, *lockState) {
+	m := d.meta[key]
+	if m == nil {
+		m = &keyMeta{dlimit: 1}
+		d.meta[key] = m
+	}
+	s := d.locks[key]
+	if s == nil {
+		s = &lockState{holders: make(map[string]*holder), waiters: list.New(), byToken: make(map[string]*list.Element)}
+		d.locks[key] = s
+	}
+	return m, s
+}
+
+// tidy forgets the key's transient state once it is idle. d.mu must be held.
+func (d *Driver) tidy(key string, s *lockState) {
+	if len(s.holders) == 0 && s.waiters.Len() == 0 {
+		delete(d.locks, key)
+	}
+}
+
+// settle drops expired holders and waiters and grants free slots to the
+// waiters at the head of the queue. d.mu must be held.
+func (d *Driver) settle(key string, m *keyMeta, s *lockState, now time.Time) int {
+	for tok, h := range s.holders {
+		if !h.expires.After(now) {
+			delete(s.holders, tok)
+		}
+	}
+	for e := s.waiters.Front(); e != nil; {
+		next := e.Next()
+		if w := e.Value.(*waiter); !w.expires.After(now) {
+			s.waiters.Remove(e)
+			delete(s.byToken, w.token)
+		}
+		e = next
+	}
+	n := 0
+	for len(s.holders) < m.limit() && s.waiters.Len() > 0 {
+		w := s.waiters.Remove(s.waiters.Front()).(*waiter)
+		delete(s.byToken, w.token)
+		m.fence++
+		s.holders[w.token] = &holder{fence: m.fence, expires: now.Add(w.ttl)}
+		if l := d.listeners[listenerID{key, w.token}]; l != nil {
+			select {
+			case l.ch <- batondriver.LockNotice{Fence: m.fence, GrantedAt: now, TTL: w.ttl}:
+			default:
+			}
+		}
+		n++
+	}
+	return n
+}
+
+func (s *lockState) nextExpiry(now time.Time) time.Duration {
+	var first time.Duration
+	for _, h := range s.holders {
+		if left := h.expires.Sub(now); first == 0 || left < first {
+			first = left
+		}
+	}
+	return first
+}
+
+func (s *lockState) position(token string) int {
+	pos := 1
+	for e := s.waiters.Front(); e != nil; e = e.Next() {
+		if e.Value.(*waiter).token == token {
+			return pos
+		}
+		pos++
+	}
+	return 0
+}
+
+// LockAcquire implements batondriver.Driver.
+func (d *Driver) LockAcquire(_ context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
+	if p.Key == "" || p.Token == "" {
+		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
+	}
+	wait := p.Wait || p.Recheck
+	if p.TTL < time.Millisecond || p.Limit < 0 || (wait && p.WaitTTL < time.Millisecond) {
+		return nil, fmt.Errorf("%w: TTL %v, Limit %d, WaitTTL %v", batondriver.ErrBadParams, p.TTL, p.Limit, p.WaitTTL)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	m, s := d.state(p.Key)
+	defer d.tidy(p.Key, s)
+	m.dlimit = p.Limit
+	d.settle(p.Key, m, s, now)
+
+	if p.Recheck {
+		if e := s.byToken[p.Token]; e != nil {
+			e.Value.(*waiter).expires = now.Add(p.WaitTTL)
+			return &batondriver.LockAcquireResult{Position: s.position(p.Token), NextExpiry: s.nextExpiry(now), Now: now}, nil
+		}
+		if h := s.holders[p.Token]; h != nil {
+			return &batondriver.LockAcquireResult{Granted: true, Fence: h.fence, TTL: h.expires.Sub(now), Now: now}, nil
+		}
+	}
+	if s.waiters.Len() == 0 && len(s.holders) < m.limit() {
+		m.fence++
+		s.holders[p.Token] = &holder{fence: m.fence, expires: now.Add(p.TTL)}
+		return &batondriver.LockAcquireResult{Granted: true, Fence: m.fence, TTL: p.TTL, Now: now}, nil
+	}
+	res := &batondriver.LockAcquireResult{NextExpiry: s.nextExpiry(now), Now: now}
+	if !wait {
+		return res, nil
+	}
+	s.byToken[p.Token] = s.waiters.PushBack(&waiter{token: p.Token, ttl: p.TTL, expires: now.Add(p.WaitTTL)})
+	res.Position = s.waiters.Len()
+	return res, nil
+}
+
+// LockRelease implements batondriver.Driver.
+func (d *Driver) LockRelease(_ context.Context, p *batondriver.LockReleaseParams) (*batondriver.LockReleaseResult, error) {
+	if p.Key == "" || p.Token == "" {
+		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	s := d.locks[p.Key]
+	if s == nil {
+		return &batondriver.LockReleaseResult{}, nil
+	}
+	defer d.tidy(p.Key, s)
+	res := &batondriver.LockReleaseResult{}
+	if e := s.byToken[p.Token]; e != nil && p.Fence == 0 {
+		s.waiters.Remove(e)
+		delete(s.byToken, p.Token)
+	} else if h := s.holders[p.Token]; h != nil && (p.Fence == 0 || p.Fence == h.fence) {
+		delete(s.holders, p.Token)
+		res.Released = h.expires.After(now)
+	}
+	res.Promoted = d.settle(p.Key, d.meta[p.Key], s, now)
+	return res, nil
+}
+
+// LockExtend implements batondriver.Driver.
+func (d *Driver) LockExtend(_ context.Context, p *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
+	if p.Key == "" || p.Token == "" || p.TTL < time.Millisecond || p.Fence == 0 {
+		return nil, fmt.Errorf("%w: key %q, TTL %v, Fence %d", batondriver.ErrBadParams, p.Key, p.TTL, p.Fence)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	res := &batondriver.LockExtendResult{Now: now}
+	s := d.locks[p.Key]
+	if s == nil {
+		return res, nil
+	}
+	defer d.tidy(p.Key, s)
+	h := s.holders[p.Token]
+	if h == nil || h.fence != p.Fence {
+		return res, nil
+	}
+	if !h.expires.After(now) {
+		d.settle(p.Key, d.meta[p.Key], s, now)
+		return res, nil
+	}
+	h.expires = now.Add(p.TTL)
+	res.Extended = true
+	return res, nil
+}
+
+// LockSetLimit implements batondriver.Driver.
+func (d *Driver) LockSetLimit(_ context.Context, p *batondriver.LockSetLimitParams) (*batondriver.LockSetLimitResult, error) {
+	if p.Key == "" || (!p.Reset && p.Limit < 0) {
+		return nil, fmt.Errorf("%w: key %q, Limit %d", batondriver.ErrBadParams, p.Key, p.Limit)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, s := d.state(p.Key)
+	defer d.tidy(p.Key, s)
+	if p.Reset {
+		m.override = nil
+	} else {
+		n := p.Limit
+		m.override = &n
+	}
+	return &batondriver.LockSetLimitResult{Promoted: d.settle(p.Key, m, s, time.Now())}, nil
+}
+
+// LockInspect implements batondriver.Driver.
+func (d *Driver) LockInspect(_ context.Context, p *batondriver.LockInspectParams) (*batondriver.LockInspectResult, error) {
+	if p.Key == "" {
+		return nil, fmt.Errorf("%w: empty key", batondriver.ErrBadParams)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	res := &batondriver.LockInspectResult{Now: now}
+	m := d.meta[p.Key]
+	if m == nil {
+		return res, nil
+	}
+	res.Limit, res.Override, res.LastFence = m.limit(), m.override != nil, m.fence
+	s := d.locks[p.Key]
+	if s == nil {
+		return res, nil
+	}
+	for tok, h := range s.holders {
+		if h.expires.After(now) {
+			res.Holders = append(res.Holders, batondriver.LockHolder{Token: tok, Fence: h.fence, TTL: h.expires.Sub(now)})
+		}
+	}
+	slices.SortFunc(res.Holders, func(a, b batondriver.LockHolder) int { return cmp.Compare(a.Fence, b.Fence) })
+	for e := s.waiters.Front(); e != nil; e = e.Next() {
+		if w := e.Value.(*waiter); w.expires.After(now) {
+			res.Waiters = append(res.Waiters, batondriver.LockWaiter{Token: w.token, TTL: w.expires.Sub(now)})
+		}
+	}
+	res.WaiterCount = len(res.Waiters)
+	return res, nil
+}
+
+// LockListen implements batondriver.Driver.
+func (d *Driver) LockListen(_ context.Context, p *batondriver.LockListenParams) (batondriver.LockListener, error) {
+	if p.Key == "" || p.Token == "" {
+		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
+	}
+	l := &listener{d: d, id: listenerID{p.Key, p.Token}, ch: make(chan batondriver.LockNotice, 4)}
+	d.mu.Lock()
+	d.listeners[l.id] = l
+	d.mu.Unlock()
+	return l, nil
+}

@@ -1,0 +1,274 @@
+// Package batonredis is Baton's Redis backend: standalone Redis, Sentinel and
+// Redis Cluster, through a github.com/redis/rueidis client the caller owns.
+//
+// Every transition is one Lua script whose keys share one hash tag, so each
+// runs atomically on one Cluster slot; all times come from the server's TIME.
+// Waiters are told of their grants by sharded Pub/Sub (SPUBLISH from the same
+// script that freed the slot), so Redis 7.0 or newer is required.
+// docs/redis-keys.md describes every key.
+package batonredis
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// Config configures a Driver. The zero value is ready to use.
+type Config struct {
+	// Prefix starts every key and channel name the driver uses, followed by
+	// a colon. Default "baton". It must not contain '{' or '}', which would
+	// break the hash tags that keep a transition's keys in one Cluster slot.
+	// Processes that share locks must use the same Prefix.
+	Prefix string
+
+	// ListenerLinger is how long the driver stays subscribed to a key's
+	// grant channel after its last waiter in this process left, so that a
+	// contended key does not cost a subscription round trip per wait.
+	// Default 30s.
+	ListenerLinger time.Duration
+}
+
+// Driver is a batondriver.Driver on Redis. It is safe for concurrent use.
+// Close it to stop its subscriptions; it never closes the client.
+type Driver struct {
+	client  rueidis.Client
+	prefix  string
+	linger  time.Duration
+	id      string // names this instance's grant channels
+	scripts *scripts
+
+	mu     sync.Mutex
+	subs   map[string]*subscription // by channel
+	closed bool
+	wg     sync.WaitGroup
+}
+
+var _ batondriver.Driver = (*Driver)(nil)
+
+// New returns a Driver using client. It does not contact Redis.
+func New(client rueidis.Client, cfg *Config) (*Driver, error) {
+	if client == nil {
+		return nil, errors.New("batonredis: nil client")
+	}
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	prefix := cfg.Prefix
+	if prefix == "" {
+		prefix = "baton"
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, fmt.Errorf("batonredis: Prefix %q must not contain '{' or '}'", prefix)
+	}
+	linger := cfg.ListenerLinger
+	if linger < 0 {
+		return nil, fmt.Errorf("batonredis: negative ListenerLinger %v", linger)
+	}
+	if linger == 0 {
+		linger = 30 * time.Second
+	}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("batonredis: instance id: %w", err)
+	}
+	return &Driver{
+		client:  client,
+		prefix:  prefix,
+		linger:  linger,
+		id:      hex.EncodeToString(id[:]),
+		scripts: defaultScripts,
+		subs:    make(map[string]*subscription),
+	}, nil
+}
+
+// Close ends the driver's subscriptions and waits for their goroutines.
+// Listeners still open receive nothing more. It does not close the client.
+func (d *Driver) Close() {
+	d.mu.Lock()
+	d.closed = true
+	for _, s := range d.subs {
+		s.stop()
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+}
+
+// LockAcquire implements batondriver.Driver.
+func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
+	if err := checkKeyToken(p.Key, p.Token); err != nil {
+		return nil, err
+	}
+	if p.TTL < time.Millisecond || p.Limit < 0 || ((p.Wait || p.Recheck) && p.WaitTTL < time.Millisecond) {
+		return nil, fmt.Errorf("%w: TTL %v, Limit %d, WaitTTL %v", batondriver.ErrBadParams, p.TTL, p.Limit, p.WaitTTL)
+	}
+	mode := "try"
+	switch {
+	case p.Recheck:
+		mode = "recheck"
+	case p.Wait:
+		mode = "wait"
+	}
+	k := d.lockKeys(p.Key)
+	v, err := d.run(ctx, d.scripts.acquire, "acquire", p.Key, k.keys,
+		p.Token, ms(p.TTL), itoa(p.Limit), mode, ms(p.WaitTTL), k.channel, d.id)
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != 6 {
+		return nil, fmt.Errorf("batonredis: acquire %q: unexpected reply %v", p.Key, v)
+	}
+	return &batondriver.LockAcquireResult{
+		Granted:    v[0] == 1,
+		Fence:      uint64(v[1]),
+		TTL:        time.Duration(v[2]) * time.Millisecond,
+		Position:   int(v[3]),
+		NextExpiry: time.Duration(v[4]) * time.Millisecond,
+		Now:        time.UnixMilli(v[5]),
+	}, nil
+}
+
+// LockRelease implements batondriver.Driver.
+func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleaseParams) (*batondriver.LockReleaseResult, error) {
+	if err := checkKeyToken(p.Key, p.Token); err != nil {
+		return nil, err
+	}
+	k := d.lockKeys(p.Key)
+	v, err := d.run(ctx, d.scripts.release, "release", p.Key, k.keys,
+		p.Token, utoa(p.Fence), k.channel, "1")
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != 2 {
+		return nil, fmt.Errorf("batonredis: release %q: unexpected reply %v", p.Key, v)
+	}
+	return &batondriver.LockReleaseResult{Released: v[0] == 1, Promoted: int(v[1])}, nil
+}
+
+// LockExtend implements batondriver.Driver.
+func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
+	if err := checkKeyToken(p.Key, p.Token); err != nil {
+		return nil, err
+	}
+	if p.TTL < time.Millisecond || p.Fence == 0 {
+		return nil, fmt.Errorf("%w: TTL %v, Fence %d", batondriver.ErrBadParams, p.TTL, p.Fence)
+	}
+	k := d.lockKeys(p.Key)
+	v, err := d.run(ctx, d.scripts.extend, "extend", p.Key, k.keys,
+		utoa(p.Fence)+":"+p.Token, ms(p.TTL), k.channel)
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != 2 {
+		return nil, fmt.Errorf("batonredis: extend %q: unexpected reply %v", p.Key, v)
+	}
+	return &batondriver.LockExtendResult{Extended: v[0] == 1, Now: time.UnixMilli(v[1])}, nil
+}
+
+// LockSetLimit implements batondriver.Driver.
+func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitParams) (*batondriver.LockSetLimitResult, error) {
+	if err := checkKey(p.Key); err != nil {
+		return nil, err
+	}
+	limit := ""
+	if !p.Reset {
+		if p.Limit < 0 {
+			return nil, fmt.Errorf("%w: Limit %d", batondriver.ErrBadParams, p.Limit)
+		}
+		limit = itoa(p.Limit)
+	}
+	k := d.lockKeys(p.Key)
+	resp := d.scripts.setLimit.Exec(ctx, d.client, k.keys, []string{limit, k.channel})
+	n, err := resp.AsInt64()
+	if err != nil {
+		return nil, fmt.Errorf("batonredis: set limit of %q: %w", p.Key, err)
+	}
+	return &batondriver.LockSetLimitResult{Promoted: int(n)}, nil
+}
+
+// maxInspectWaiters bounds the waiters LockInspect lists.
+const maxInspectWaiters = 1000
+
+// LockInspect implements batondriver.Driver. It lists at most the first
+// 1000 waiters; WaiterCount counts them all.
+func (d *Driver) LockInspect(ctx context.Context, p *batondriver.LockInspectParams) (*batondriver.LockInspectResult, error) {
+	if err := checkKey(p.Key); err != nil {
+		return nil, err
+	}
+	k := d.lockKeys(p.Key)
+	arr, err := d.scripts.inspect.Exec(ctx, d.client, k.keys, []string{itoa(maxInspectWaiters)}).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("batonredis: inspect %q: %w", p.Key, err)
+	}
+	if len(arr) != 7 {
+		return nil, fmt.Errorf("batonredis: inspect %q: unexpected reply of %d elements", p.Key, len(arr))
+	}
+	now, _ := arr[0].AsInt64()
+	res := &batondriver.LockInspectResult{Now: time.UnixMilli(now)}
+	override, errOverride := arr[1].AsInt64()
+	def, errDef := arr[2].AsInt64()
+	switch {
+	case errOverride == nil:
+		res.Limit, res.Override = int(override), true
+	case errDef == nil:
+		res.Limit = int(def)
+	}
+	if f, err := arr[3].AsInt64(); err == nil {
+		res.LastFence = uint64(f)
+	}
+	holders, _ := arr[4].AsStrSlice()
+	for i := 0; i+1 < len(holders); i += 2 {
+		fence, token, _ := strings.Cut(holders[i], ":")
+		f, _ := parseUint(fence)
+		res.Holders = append(res.Holders, batondriver.LockHolder{
+			Token: token, Fence: f, TTL: msUntil(holders[i+1], now),
+		})
+	}
+	slices.SortFunc(res.Holders, func(a, b batondriver.LockHolder) int { return cmp.Compare(a.Fence, b.Fence) })
+	waiters, _ := arr[5].AsStrSlice()
+	for i := 0; i+1 < len(waiters); i += 2 {
+		res.Waiters = append(res.Waiters, batondriver.LockWaiter{
+			Token: waiters[i], TTL: msUntil(waiters[i+1], now),
+		})
+	}
+	count, _ := arr[6].AsInt64()
+	res.WaiterCount = int(count)
+	return res, nil
+}
+
+// run executes a script whose reply is an array of integers.
+func (d *Driver) run(ctx context.Context, s *rueidis.Lua, op, key string, keys []string, args ...string) ([]int64, error) {
+	v, err := s.Exec(ctx, d.client, keys, args).AsIntSlice()
+	if err != nil {
+		return nil, fmt.Errorf("batonredis: %s %q: %w", op, key, err)
+	}
+	return v, nil
+}
+
+func checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", batondriver.ErrBadParams)
+	}
+	return nil
+}
+
+func checkKeyToken(key, token string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if token == "" || strings.ContainsAny(token, ":|") {
+		return fmt.Errorf("%w: token %q must be non-empty without ':' or '|'", batondriver.ErrBadParams, token)
+	}
+	return nil
+}

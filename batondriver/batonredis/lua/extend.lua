@@ -1,0 +1,24 @@
+-- extend.lua: set a held, unexpired lease to expire TTL from now.
+--
+-- KEYS: H W X I C (see lib.lua)
+-- ARGV[1] holder member "fence:token"
+-- ARGV[2] TTL in ms
+-- ARGV[3] channel prefix for grant notices
+--
+-- Returns {extended (0|1), server ms}. An expired lease is never extended;
+-- if it is still listed it is removed and its slot handed on.
+local member, ttl = ARGV[1], tonumber(ARGV[2])
+local now = now_ms()
+local exp = redis.call('ZSCORE', H, member)
+if not exp then
+  return {0, now}
+end
+if tonumber(exp) <= now then
+  redis.call('ZREM', H, member)
+  local cfg = redis.call('HMGET', C, 'limit', 'dlimit')
+  settle(now, limit_of(cfg[1], cfg[2]), ARGV[3])
+  return {0, now}
+end
+redis.call('ZADD', H, 'XX', now + ttl, member)
+keep(H, ttl)
+return {1, now}

@@ -1,0 +1,16 @@
+-- setlimit.lua: store or remove the key's limit override, and grant slots a
+-- raised limit frees to waiters in the same step.
+--
+-- KEYS: H W X I C (see lib.lua)
+-- ARGV[1] new limit (0 halts the key), or "" to remove the override
+-- ARGV[2] channel prefix for grant notices
+--
+-- Returns the number of waiters granted.
+local now = now_ms()
+if ARGV[1] == '' then
+  redis.call('HDEL', C, 'limit')
+else
+  redis.call('HSET', C, 'limit', ARGV[1])
+end
+local cfg = redis.call('HMGET', C, 'limit', 'dlimit')
+return settle(now, limit_of(cfg[1], cfg[2]), ARGV[2])

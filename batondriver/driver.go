@@ -1,0 +1,208 @@
+// Package batondriver is the seam between Baton and its storage backends.
+//
+// A Driver performs one atomic transition per method: every method either
+// happens entirely or not at all, as seen by every process sharing the
+// backend. Time-based decisions (expiry, ordering) are made with the
+// backend's own clock, never with a caller's wall clock.
+//
+// The interface serves Baton's own packages. It may change between minor
+// versions; backends outside this module should expect to follow it. Every
+// backend must pass the conformance suite in package batondrivertest.
+package batondriver
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Driver is a storage backend for Baton.
+//
+// Implementations must be safe for concurrent use by many goroutines.
+type Driver interface {
+	// LockAcquire grants a slot of the key to Token if one is free and no
+	// earlier waiter is queued (waiters are never overtaken). Expired holders
+	// and waiters are removed first, and their slots go to waiters in arrival
+	// order. If the slot cannot be granted and Wait is set, Token joins the
+	// key's FIFO wait queue, or, if already queued, refreshes its place there.
+	// With Recheck, Token is a waiter asking again: if it was granted a slot
+	// while it waited, the result reports that grant; if it is still queued,
+	// its place is refreshed; if its place expired, it queues again.
+	LockAcquire(ctx context.Context, p *LockAcquireParams) (*LockAcquireResult, error)
+
+	// LockRelease removes Token from the key, whether it holds a slot or
+	// waits for one, and grants freed slots to the waiters at the head of the
+	// queue in the same step, notifying each of them.
+	LockRelease(ctx context.Context, p *LockReleaseParams) (*LockReleaseResult, error)
+
+	// LockExtend sets a held lease to expire TTL from now. A lease that has
+	// already expired is never extended: the call reports Extended false.
+	LockExtend(ctx context.Context, p *LockExtendParams) (*LockExtendResult, error)
+
+	// LockSetLimit stores (or, with Reset, removes) the key's limit override
+	// and grants slots freed by a raised limit to waiters in the same step.
+	LockSetLimit(ctx context.Context, p *LockSetLimitParams) (*LockSetLimitResult, error)
+
+	// LockInspect reports the key's unexpired holders, its waiters in
+	// order, and its limit. It changes nothing.
+	LockInspect(ctx context.Context, p *LockInspectParams) (*LockInspectResult, error)
+
+	// LockListen registers interest in grants made to Token on Key by
+	// another caller's transition. It must be called before Token joins the
+	// wait queue, so that no grant can be missed; when it returns, delivery
+	// is established.
+	LockListen(ctx context.Context, p *LockListenParams) (LockListener, error)
+}
+
+// LockListener delivers the notices for one waiting token.
+type LockListener interface {
+	// C delivers notices. It is never closed; stop receiving after Close.
+	C() <-chan LockNotice
+	// Close stops delivery and releases the listener's resources. It is
+	// safe to call more than once.
+	Close()
+}
+
+// LockNotice tells a waiter that it was granted a slot, or, with Recheck set,
+// that notices may have been lost (for example after a reconnect) and it
+// should ask the backend with LockAcquire.
+type LockNotice struct {
+	Recheck bool
+	// Fence is the fencing token of the grant.
+	Fence uint64
+	// GrantedAt is the backend's time of the grant.
+	GrantedAt time.Time
+	// TTL is the lease duration from GrantedAt.
+	TTL time.Duration
+}
+
+// LockAcquireParams are the parameters of LockAcquire.
+type LockAcquireParams struct {
+	// Key names the lock. Any non-empty byte string.
+	Key string
+	// Token identifies the caller's lease; random and unguessable.
+	Token string
+	// Limit is the key's slot count used when no override is stored with
+	// LockSetLimit. It also becomes the key's default for later transitions.
+	Limit int
+	// TTL is the lease duration if granted.
+	TTL time.Duration
+	// Wait makes the caller join the wait queue when not granted.
+	Wait bool
+	// WaitTTL is how long a waiter's place is kept without being refreshed
+	// by another LockAcquire with the same Token. Required when Wait is set.
+	WaitTTL time.Duration
+	// Recheck marks a waiter that is already queued (it implies Wait).
+	Recheck bool
+}
+
+// LockAcquireResult is the result of LockAcquire.
+type LockAcquireResult struct {
+	// Granted reports whether Token holds a slot.
+	Granted bool
+	// Fence is the grant's fencing token: strictly greater than every fence
+	// issued for the key before.
+	Fence uint64
+	// TTL is how long the granted lease has left, measured at Now.
+	TTL time.Duration
+	// Position is Token's 1-based place in the wait queue when it waits.
+	Position int
+	// NextExpiry is how long until the earliest holder's lease expires; zero
+	// when there are no holders. Waiters use it to bound their safety timer.
+	NextExpiry time.Duration
+	// Now is the backend's time when the transition ran.
+	Now time.Time
+}
+
+// LockReleaseParams are the parameters of LockRelease.
+type LockReleaseParams struct {
+	Key   string
+	Token string
+	// Fence is the fence of the held lease, or 0 when the caller does not
+	// know whether it was granted (a waiter giving up).
+	Fence uint64
+}
+
+// LockReleaseResult is the result of LockRelease.
+type LockReleaseResult struct {
+	// Released reports whether Token held a slot that it gave back.
+	Released bool
+	// Promoted is how many waiters were granted slots by this release.
+	Promoted int
+}
+
+// LockExtendParams are the parameters of LockExtend.
+type LockExtendParams struct {
+	Key   string
+	Token string
+	Fence uint64
+	TTL   time.Duration
+}
+
+// LockExtendResult is the result of LockExtend.
+type LockExtendResult struct {
+	// Extended is false when the lease was no longer held.
+	Extended bool
+	Now      time.Time
+}
+
+// LockSetLimitParams are the parameters of LockSetLimit.
+type LockSetLimitParams struct {
+	Key string
+	// Limit is the new override; 0 halts the key. Ignored with Reset.
+	Limit int
+	// Reset removes the override; the key's default limit applies again.
+	Reset bool
+}
+
+// LockSetLimitResult is the result of LockSetLimit.
+type LockSetLimitResult struct {
+	// Promoted is how many waiters were granted slots by the change.
+	Promoted int
+}
+
+// LockInspectParams are the parameters of LockInspect.
+type LockInspectParams struct {
+	Key string
+}
+
+// LockInspectResult is the result of LockInspect.
+type LockInspectResult struct {
+	// Limit is the effective limit: the override if set, else the default
+	// last given by an acquirer, else 0 for a key never used.
+	Limit int
+	// Override reports whether Limit comes from LockSetLimit.
+	Override bool
+	// LastFence is the last fencing token issued for the key.
+	LastFence uint64
+	Holders   []LockHolder
+	// Waiters are in grant order. A driver may list only the first ones.
+	Waiters []LockWaiter
+	// WaiterCount is the number of unexpired waiters, listed or not.
+	WaiterCount int
+	Now         time.Time
+}
+
+// LockHolder is one unexpired holder of a key.
+type LockHolder struct {
+	Token string
+	Fence uint64
+	// TTL is the lease's remaining time at the result's Now.
+	TTL time.Duration
+}
+
+// LockWaiter is one queued waiter of a key.
+type LockWaiter struct {
+	Token string
+	// TTL is how long the waiter's place is kept without a refresh.
+	TTL time.Duration
+}
+
+// LockListenParams are the parameters of LockListen.
+type LockListenParams struct {
+	Key   string
+	Token string
+}
+
+// ErrBadParams is wrapped by drivers when parameters are invalid.
+var ErrBadParams = errors.New("batondriver: invalid parameters")

@@ -1,0 +1,116 @@
+package batonlock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Limits on what a caller may ask for.
+const (
+	// MaxLimit is the largest number of slots a key may have.
+	MaxLimit = 1 << 20
+	// MaxKeyLen is the longest key in bytes.
+	MaxKeyLen = 4096
+	// MinTTL is the shortest lease.
+	MinTTL = 10 * time.Millisecond
+)
+
+// Config configures a Locker. The zero value is valid; nil means the zero value.
+type Config struct {
+	// TTL is the lease duration used when AcquireOpts.TTL is zero: how long
+	// a crashed holder keeps its slot. Default 10s.
+	TTL time.Duration
+
+	// WaitTTL is how long a waiter's place in a queue is kept without being
+	// refreshed. A waiting Acquire refreshes it every WaitTTL/3, so the place
+	// of a waiter whose process died is given up after at most WaitTTL.
+	// Default 10s.
+	WaitTTL time.Duration
+
+	// Logger receives warnings about failed heartbeats. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// AcquireOpts are per-call options. nil means the zero value: a mutex (one
+// slot) with the Locker's TTL and a heartbeat at a third of it.
+type AcquireOpts struct {
+	// Limit is the number of slots of the key: 1 is a mutex, N a semaphore
+	// of N. Default 1. A limit stored with SetLimit takes precedence. Callers
+	// of one key should agree on it: the last acquirer's Limit becomes the
+	// key's default until SetLimit overrides it.
+	Limit int
+
+	// TTL is the lease duration. Default Config.TTL. At least MinTTL.
+	TTL time.Duration
+
+	// NoHeartbeat turns off the heartbeat: the lease then ends after TTL
+	// unless extended with Lease.Extend.
+	NoHeartbeat bool
+
+	// HeartbeatInterval is the time between heartbeats, each extending the
+	// lease to a full TTL. Default TTL/3. It must be shorter than TTL.
+	HeartbeatInterval time.Duration
+
+	// OnWait, if set, is called once by Acquire when the caller has to wait,
+	// with its 1-based position in the key's queue.
+	OnWait func(position int)
+}
+
+// resolved are the options of one call with defaults filled in.
+type resolved struct {
+	limit     int
+	ttl       time.Duration
+	heartbeat time.Duration // 0 = off
+	onWait    func(int)
+}
+
+func (l *Locker) resolve(key string, o *AcquireOpts) (resolved, error) {
+	if err := checkKey(key); err != nil {
+		return resolved{}, err
+	}
+	if o == nil {
+		o = &AcquireOpts{}
+	}
+	r := resolved{limit: o.Limit, ttl: o.TTL, onWait: o.OnWait}
+	if r.limit == 0 {
+		r.limit = 1
+	}
+	if r.limit < 0 || r.limit > MaxLimit {
+		return r, fmt.Errorf("batonlock: key %q: Limit %d out of range 1..%d", key, o.Limit, MaxLimit)
+	}
+	if r.ttl == 0 {
+		r.ttl = l.ttl
+	}
+	if r.ttl < MinTTL {
+		return r, fmt.Errorf("batonlock: key %q: TTL %v shorter than %v", key, o.TTL, MinTTL)
+	}
+	if !o.NoHeartbeat {
+		r.heartbeat = o.HeartbeatInterval
+		if r.heartbeat == 0 {
+			r.heartbeat = r.ttl / 3
+		}
+		if r.heartbeat < 0 || r.heartbeat >= r.ttl-margin(r.ttl) {
+			return r, fmt.Errorf("batonlock: key %q: HeartbeatInterval %v must be positive and shorter than TTL %v", key, o.HeartbeatInterval, r.ttl)
+		}
+	}
+	return r, nil
+}
+
+func checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("batonlock: empty key")
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("batonlock: key of %d bytes longer than %d", len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// margin is how much earlier than the backend a holder considers its lease
+// over: 1% of the TTL for clock rate differences plus 2ms for the
+// millisecond rounding of server times.
+func margin(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}

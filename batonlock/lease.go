@@ -1,0 +1,229 @@
+package batonlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// Lease is a held slot of a key. Its Context is cancelled the moment the
+// lease can no longer be trusted: when it is released, when the backend
+// reports it lost, or when its validity (Until) runs out before a heartbeat
+// could confirm it. Work done under a lease should stop when Done closes and
+// pass Fence to the systems it writes to (see docs/locking.md).
+type Lease struct {
+	locker *Locker
+	key    string
+	token  string
+	fence  uint64
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	ttl      time.Duration
+	until    time.Time
+	expiry   *time.Timer
+	released bool
+	stopHB   chan struct{} // closed to stop the heartbeat; nil without one
+	hbDone   chan struct{}
+}
+
+// newLease starts a lease whose backend expiry is no earlier than expires,
+// on this process's monotonic clock.
+func (l *Locker) newLease(ctx context.Context, key, token string, r resolved, fence uint64, expires time.Time) *Lease {
+	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	ls := &Lease{
+		locker: l, key: key, token: token, fence: fence,
+		ctx: lctx, cancel: cancel, ttl: r.ttl,
+		until: expires.Add(-margin(r.ttl)),
+	}
+	ls.mu.Lock()
+	ls.expiry = time.AfterFunc(time.Until(ls.until), ls.expire)
+	if r.heartbeat > 0 {
+		ls.stopHB, ls.hbDone = make(chan struct{}), make(chan struct{})
+		go ls.heartbeat(r.heartbeat, ls.stopHB)
+	}
+	ls.mu.Unlock()
+	return ls
+}
+
+// Key returns the key the lease holds a slot of.
+func (ls *Lease) Key() string { return ls.key }
+
+// Token returns the lease's secret: 128 random bits. Only its holder can
+// extend or release the lease.
+func (ls *Lease) Token() string { return ls.token }
+
+// Fence returns the lease's fencing token: strictly greater than that of
+// every earlier grant of the key, on every backend, forever. A resource that
+// remembers the highest fence it has seen and refuses lower ones is safe from
+// a holder that acts after its lease ended.
+func (ls *Lease) Fence() uint64 { return ls.fence }
+
+// Until returns the time, on this process's monotonic clock, up to which the
+// lease is known to be held: the backend's expiry less a safety margin of 1%
+// of the TTL plus 2ms. Heartbeats and Extend move it forward.
+func (ls *Lease) Until() time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.until
+}
+
+// Context returns a context that is cancelled when the lease ends; its
+// cause (context.Cause) is ErrReleased, ErrNotHeld or ErrLeaseExpired. It
+// carries the values of the context the lease was acquired with.
+func (ls *Lease) Context() context.Context { return ls.ctx }
+
+// Done is Context().Done().
+func (ls *Lease) Done() <-chan struct{} { return ls.ctx.Done() }
+
+// Err returns nil while the lease is trusted, else why it ended:
+// ErrReleased, ErrNotHeld or ErrLeaseExpired.
+func (ls *Lease) Err() error {
+	if ls.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ls.ctx)
+}
+
+// expire ends the lease when its validity ran out unconfirmed.
+func (ls *Lease) expire() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if left := time.Until(ls.until); left > 0 {
+		ls.expiry.Reset(left) // moved forward meanwhile
+		return
+	}
+	ls.cancel(ErrLeaseExpired)
+}
+
+// Extend sets the lease to expire ttl from now (and makes ttl the duration
+// later heartbeats renew). It never revives a lease that ended: it returns
+// ErrNotHeld if the backend no longer has it, and the reason the lease ended
+// if its context is already cancelled.
+func (ls *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if ttl < MinTTL {
+		return fmt.Errorf("batonlock: extend %q: TTL %v shorter than %v", ls.key, ttl, MinTTL)
+	}
+	if err := ls.Err(); err != nil {
+		return err
+	}
+	ls.mu.Lock()
+	ls.ttl = ttl
+	ls.mu.Unlock()
+	return ls.extend(ctx, ttl)
+}
+
+func (ls *Lease) extend(ctx context.Context, ttl time.Duration) error {
+	sent := time.Now()
+	res, err := ls.locker.driver.LockExtend(ctx, &batondriver.LockExtendParams{
+		Key: ls.key, Token: ls.token, Fence: ls.fence, TTL: ttl,
+	})
+	if err != nil {
+		return fmt.Errorf("batonlock: extend %q: %w", ls.key, err)
+	}
+	if !res.Extended {
+		ls.cancel(ErrNotHeld)
+		return ErrNotHeld
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.ctx.Err() == nil {
+		ls.until = sent.Add(ttl - margin(ttl))
+		ls.expiry.Reset(time.Until(ls.until))
+	}
+	return nil
+}
+
+// heartbeat extends the lease every interval. A failed attempt is retried
+// sooner; if none succeeds before Until, the expiry timer ends the lease.
+func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
+	defer close(ls.hbDone)
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-stop:
+			return
+		case <-ls.ctx.Done():
+			return
+		}
+		ls.mu.Lock()
+		ttl, until := ls.ttl, ls.until
+		ls.mu.Unlock()
+		// An answer after Until cannot save the lease: stop waiting then.
+		ctx, cancel := context.WithDeadline(ls.ctx, until)
+		err := ls.extend(ctx, ttl)
+		cancel()
+		switch {
+		case err == nil:
+			t.Reset(interval)
+		case errors.Is(err, ErrNotHeld):
+			return
+		default:
+			if ls.ctx.Err() != nil {
+				return
+			}
+			ls.locker.log.Warn("batonlock: heartbeat failed; retrying", "key", ls.key, "err", err)
+			t.Reset(max(interval/4, time.Millisecond))
+		}
+	}
+}
+
+// Release gives the slot back; the next waiter is granted it in the same
+// step. It returns ErrNotHeld if the lease had already been lost (it
+// expired, or another holder may have had the slot since). Calling it again
+// after it succeeded, or after it reported ErrNotHeld, returns nil.
+// Whatever the result, the lease's context is cancelled.
+func (ls *Lease) Release(ctx context.Context) error {
+	ls.mu.Lock()
+	if ls.released {
+		ls.mu.Unlock()
+		return nil
+	}
+	stop := ls.stopHB
+	ls.stopHB = nil
+	ls.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-ls.hbDone
+	}
+	ls.cancel(ErrReleased)
+	res, err := ls.locker.driver.LockRelease(ctx, &batondriver.LockReleaseParams{
+		Key: ls.key, Token: ls.token, Fence: ls.fence,
+	})
+	if err != nil {
+		// Not marked released: the caller may try again; else the
+		// backend lets the lease expire.
+		return fmt.Errorf("batonlock: release %q: %w", ls.key, err)
+	}
+	ls.mu.Lock()
+	ls.released = true
+	ls.expiry.Stop()
+	ls.mu.Unlock()
+	if !res.Released {
+		return ErrNotHeld
+	}
+	return nil
+}
+
+// run calls fn under the lease and releases it afterwards, even if fn panics.
+func (ls *Lease) run(ctx context.Context, fn func(context.Context, *Lease) error) (err error) {
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
+	defer func() {
+		stop()
+		cancel(nil)
+		rerr := ls.Release(context.WithoutCancel(ctx))
+		if rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	return fn(fnCtx, ls)
+}

@@ -1,0 +1,259 @@
+package batonlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// Locker hands out leases on keys of a backend. It is safe for concurrent
+// use; one Locker per process and backend is typical.
+type Locker struct {
+	driver  batondriver.Driver
+	ttl     time.Duration
+	waitTTL time.Duration
+	log     *slog.Logger
+}
+
+// New returns a Locker on driver. It does not contact the backend.
+func New(driver batondriver.Driver, cfg *Config) (*Locker, error) {
+	if driver == nil {
+		return nil, errors.New("batonlock: nil driver")
+	}
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	l := &Locker{driver: driver, ttl: cfg.TTL, waitTTL: cfg.WaitTTL, log: cfg.Logger}
+	if l.ttl == 0 {
+		l.ttl = 10 * time.Second
+	}
+	if l.ttl < MinTTL {
+		return nil, fmt.Errorf("batonlock: Config.TTL %v shorter than %v", cfg.TTL, MinTTL)
+	}
+	if l.waitTTL == 0 {
+		l.waitTTL = 10 * time.Second
+	}
+	if l.waitTTL < 3*MinTTL {
+		return nil, fmt.Errorf("batonlock: Config.WaitTTL %v shorter than %v", cfg.WaitTTL, 3*MinTTL)
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	return l, nil
+}
+
+// TryAcquire makes one attempt to take a slot of key. It returns
+// ErrNotAcquired when every slot is held or earlier callers are waiting for
+// one (a TryAcquire never overtakes a waiter).
+func (l *Locker) TryAcquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
+	r, err := l.resolve(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	res, err := l.driver.LockAcquire(ctx, &batondriver.LockAcquireParams{
+		Key: key, Token: token, Limit: r.limit, TTL: r.ttl,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batonlock: acquire %q: %w", key, err)
+	}
+	if !res.Granted {
+		return nil, ErrNotAcquired
+	}
+	return l.newLease(ctx, key, token, r, res.Fence, sent.Add(res.TTL)), nil
+}
+
+// Acquire takes a slot of key, waiting in first-come, first-served order
+// until one is granted or ctx ends. A waiter is woken only when a slot is
+// granted to it; it does not poll. If ctx ends, Acquire leaves the queue,
+// gives back a slot granted meanwhile, and returns ctx's error.
+func (l *Locker) Acquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
+	r, err := l.resolve(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	// Listen before queueing, so that no grant can be missed.
+	lis, err := l.driver.LockListen(ctx, &batondriver.LockListenParams{Key: key, Token: token})
+	if err != nil {
+		return nil, fmt.Errorf("batonlock: acquire %q: %w", key, err)
+	}
+	defer lis.Close()
+
+	p := &batondriver.LockAcquireParams{
+		Key: key, Token: token, Limit: r.limit, TTL: r.ttl, Wait: true, WaitTTL: l.waitTTL,
+	}
+	sent := time.Now()
+	res, err := l.driver.LockAcquire(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("batonlock: acquire %q: %w", key, err)
+	}
+	if !res.Granted && r.onWait != nil {
+		r.onWait(res.Position)
+	}
+	p.Recheck = true
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for !res.Granted {
+		timer.Reset(l.recheckIn(res))
+		select {
+		case n := <-lis.C():
+			if !n.Recheck {
+				// The grant's lease started at the backend's GrantedAt. The
+				// last call was sent at `sent` and ran at res.Now, no
+				// earlier, so the lease ends no earlier than this.
+				until := sent.Add(max(n.GrantedAt.Sub(res.Now), 0) + n.TTL)
+				return l.newLease(ctx, key, token, r, n.Fence, until), nil
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			l.giveBack(ctx, key, token)
+			return nil, fmt.Errorf("batonlock: acquire %q: %w", key, context.Cause(ctx))
+		}
+		sent = time.Now()
+		if res, err = l.driver.LockAcquire(ctx, p); err != nil {
+			l.giveBack(ctx, key, token)
+			return nil, fmt.Errorf("batonlock: acquire %q: %w", key, err)
+		}
+	}
+	return l.newLease(ctx, key, token, r, res.Fence, sent.Add(res.TTL)), nil
+}
+
+// recheckIn is when a waiter asks the backend again if no notice came: in
+// time to refresh its place, and soon after the earliest holder's lease
+// could expire (a crashed holder sends no release, so no notice follows).
+func (l *Locker) recheckIn(res *batondriver.LockAcquireResult) time.Duration {
+	d := l.waitTTL / 3
+	if res.NextExpiry > 0 {
+		d = min(d, res.NextExpiry+time.Millisecond)
+	}
+	return max(d, time.Millisecond)
+}
+
+// giveBack removes a waiter that stops waiting, and releases a slot granted
+// to it meanwhile. If this fails, the place and the slot expire on their own.
+func (l *Locker) giveBack(ctx context.Context, key, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := l.driver.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: token}); err != nil {
+		l.log.Warn("batonlock: giving back an abandoned wait failed; it expires on its own", "key", key, "err", err)
+	}
+}
+
+// TryDo runs fn while holding a slot of key, if one can be had at once. ran
+// reports whether fn ran; err is fn's error, or the error that stopped fn
+// from running (other than ErrNotAcquired), joined with ErrNotHeld if the
+// lease was lost before fn returned. fn's ctx ends when ctx does or the
+// lease is lost. The slot is released when fn returns or panics.
+func (l *Locker) TryDo(ctx context.Context, key string, opts *AcquireOpts, fn func(ctx context.Context, lease *Lease) error) (ran bool, err error) {
+	lease, err := l.TryAcquire(ctx, key, opts)
+	if errors.Is(err, ErrNotAcquired) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, lease.run(ctx, fn)
+}
+
+// Do runs fn while holding a slot of key, waiting for one as Acquire does.
+// It returns fn's error, the error that stopped fn from running, or
+// ErrNotHeld joined in if the lease was lost before fn returned. fn's ctx
+// ends when ctx does or the lease is lost. The slot is released when fn
+// returns or panics.
+func (l *Locker) Do(ctx context.Context, key string, opts *AcquireOpts, fn func(ctx context.Context, lease *Lease) error) error {
+	lease, err := l.Acquire(ctx, key, opts)
+	if err != nil {
+		return err
+	}
+	return lease.run(ctx, fn)
+}
+
+// SetLimit stores n as key's number of slots, overriding the Limit callers
+// pass, for every process sharing the backend. 0 halts the key: nobody new is
+// granted a slot and waiters keep their places. Raising the limit grants
+// waiters at once; lowering it lets current holders finish and grants no more
+// until the key is under the new limit.
+func (l *Locker) SetLimit(ctx context.Context, key string, n int) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if n < 0 || n > MaxLimit {
+		return fmt.Errorf("batonlock: key %q: limit %d out of range 0..%d", key, n, MaxLimit)
+	}
+	if _, err := l.driver.LockSetLimit(ctx, &batondriver.LockSetLimitParams{Key: key, Limit: n}); err != nil {
+		return fmt.Errorf("batonlock: set limit of %q: %w", key, err)
+	}
+	return nil
+}
+
+// ResetLimit removes key's stored limit; the Limit callers pass applies again.
+func (l *Locker) ResetLimit(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if _, err := l.driver.LockSetLimit(ctx, &batondriver.LockSetLimitParams{Key: key, Reset: true}); err != nil {
+		return fmt.Errorf("batonlock: reset limit of %q: %w", key, err)
+	}
+	return nil
+}
+
+// Holder is one holder of a key, as Inspect reports it.
+type Holder = batondriver.LockHolder
+
+// Waiter is one waiter of a key, as Inspect reports it.
+type Waiter = batondriver.LockWaiter
+
+// Info is the state of a key.
+type Info struct {
+	Key string
+	// Limit is the key's number of slots: the stored limit if Override,
+	// else the last acquirer's Limit; 0 for a key never used.
+	Limit    int
+	Override bool
+	// LastFence is the last fencing token issued for the key.
+	LastFence uint64
+	// Holders are the unexpired holders by fence.
+	Holders []Holder
+	// Waiters are in the order they will be granted; a backend may list only
+	// the first ones (Redis: 1000). WaiterCount counts them all.
+	Waiters     []Waiter
+	WaiterCount int
+}
+
+// Inspect reports key's holders, waiters and limit.
+func (l *Locker) Inspect(ctx context.Context, key string) (*Info, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	res, err := l.driver.LockInspect(ctx, &batondriver.LockInspectParams{Key: key})
+	if err != nil {
+		return nil, fmt.Errorf("batonlock: inspect %q: %w", key, err)
+	}
+	return &Info{
+		Key: key, Limit: res.Limit, Override: res.Override, LastFence: res.LastFence,
+		Holders: res.Holders, Waiters: res.Waiters, WaiterCount: res.WaiterCount,
+	}, nil
+}
+
+// newToken returns 128 random bits, URL-safe.
+func newToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("batonlock: token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}

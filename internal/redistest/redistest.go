@@ -1,0 +1,552 @@
+// Package redistest starts and controls real redis-server processes on free
+// loopback ports for tests and benchmarks.
+//
+// Every server binds only 127.0.0.1, keeps no persistence (--save "",
+// --appendonly no) and lives in its own temporary directory, which also holds
+// its log (redis.log). Children run in their own process group and are
+// SIGKILLed by the kernel if the test process dies (Linux).
+package redistest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	startTimeout   = 10 * time.Second
+	clusterTimeout = 30 * time.Second
+	pollInterval   = 20 * time.Millisecond
+	startAttempts  = 5
+	clusterBusIncr = 10000
+	clusterSlots   = 16384
+)
+
+// errNotFound is the exact message returned when redis-server is not on PATH.
+const errNotFound = "redis-server not found on PATH: Baton's tests need a real Redis 7; install it (Debian/Ubuntu: apt-get install -y redis-server)"
+
+// Options configures Start. A nil *Options means all defaults.
+type Options struct {
+	// Port is the TCP port to listen on; 0 (the default) picks a free
+	// loopback port and retries with another one if it gets taken.
+	Port int
+	// Args are extra redis-server arguments appended after the harness's own,
+	// e.g. {"--maxmemory", "10mb"}. Default none.
+	Args []string
+	// Cluster starts the server with --cluster-enabled yes,
+	// --cluster-node-timeout 5000 and a cluster config file in its directory;
+	// an auto-picked port then also has port+10000 free for the cluster bus.
+	// Default false. StartCluster sets it.
+	Cluster bool
+}
+
+// Server is a redis-server child process owned by the test. Its methods are
+// safe for concurrent use.
+type Server struct {
+	bin  string
+	dir  string
+	port int
+	opts Options
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when cmd has exited
+	paused bool
+	closed bool
+}
+
+// Start starts a redis-server on 127.0.0.1 with a fresh temporary directory
+// and waits (up to 10s) until it answers PING. If redis-server is not on PATH
+// it returns an error explaining how to install it; if the server does not
+// become ready it returns an error containing the tail of the server log.
+// With Options.Port == 0 a start that fails because the port was taken is
+// retried on another free port a few times. The caller must Close the Server.
+func Start(opts *Options) (*Server, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, errors.New(errNotFound)
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	s := &Server{bin: bin, dir: dir, port: opts.Port, opts: *opts}
+	s.opts.Args = append([]string(nil), opts.Args...)
+	for attempt := 1; ; attempt++ {
+		if opts.Port == 0 {
+			if s.port, err = freePort(opts.Cluster); err != nil {
+				break
+			}
+		}
+		var inUse bool
+		if inUse, err = s.launch(); err == nil {
+			return s, nil
+		}
+		if !inUse || opts.Port != 0 || attempt == startAttempts {
+			break
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return nil, err
+}
+
+// Addr returns the server address, "127.0.0.1:PORT". It never changes.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Port returns the server's TCP port. It never changes, even across Restart.
+func (s *Server) Port() int { return s.port }
+
+// Kill sends SIGKILL to the server and waits (up to 10s) for it to exit. It is
+// idempotent: killing a server that is not running returns nil.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kill()
+}
+
+// Pause stops the server with SIGSTOP, so it accepts connections but answers
+// nothing until Resume. It returns an error if the server is not running.
+func (s *Server) Pause() error { return s.stopCont(syscall.SIGSTOP, true) }
+
+// Resume continues a paused server with SIGCONT. It returns an error if the
+// server is not running.
+func (s *Server) Resume() error { return s.stopCont(syscall.SIGCONT, false) }
+
+// Restart kills the server if it is running and starts it again on the same
+// port with the same arguments and directory (data is not persisted, but a
+// cluster node keeps its identity). A failure to bind the port is retried for
+// up to 10s; otherwise the error contains the tail of the server log. It
+// returns an error after Close.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("redistest: Restart on closed server")
+	}
+	if err := s.kill(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		inUse, err := s.launch()
+		if err == nil || !inUse || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Close resumes the server if paused, kills it and removes its temporary
+// directory. It is idempotent; later calls return nil.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.paused {
+		_ = s.signal(syscall.SIGCONT)
+		s.paused = false
+	}
+	return errors.Join(s.kill(), os.RemoveAll(s.dir))
+}
+
+func (s *Server) running() bool {
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal signals the server's process group (Setpgid makes its pgid its pid).
+func (s *Server) signal(sig syscall.Signal) error {
+	return syscall.Kill(-s.cmd.Process.Pid, sig)
+}
+
+func (s *Server) stopCont(sig syscall.Signal, paused bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running() {
+		return fmt.Errorf("redistest: server on port %d is not running", s.port)
+	}
+	if err := s.signal(sig); err != nil {
+		return fmt.Errorf("redistest: %v: %w", sig, err)
+	}
+	s.paused = paused
+	return nil
+}
+
+func (s *Server) kill() error {
+	if !s.running() {
+		s.cmd, s.paused = nil, false
+		return nil
+	}
+	if err := s.signal(syscall.SIGKILL); err != nil {
+		_ = s.cmd.Process.Kill()
+	}
+	select {
+	case <-s.done:
+	case <-time.After(startTimeout):
+		return fmt.Errorf("redistest: server on port %d did not exit after SIGKILL", s.port)
+	}
+	s.cmd, s.paused = nil, false
+	return nil
+}
+
+func (s *Server) args() []string {
+	a := []string{
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--protected-mode", "no",
+		"--dir", s.dir, "--daemonize", "no",
+	}
+	if s.opts.Cluster {
+		a = append(a, "--cluster-enabled", "yes", "--cluster-node-timeout", "5000",
+			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
+	}
+	return append(a, s.opts.Args...)
+}
+
+// launch starts the process and waits until it is ready. On failure the
+// process is killed, and inUse reports whether it failed to bind its port.
+func (s *Server) launch() (inUse bool, err error) {
+	logPath := filepath.Join(s.dir, "redis.log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return false, fmt.Errorf("redistest: %w", err)
+	}
+	offset, _ := f.Seek(0, io.SeekEnd)
+	cmd := exec.Command(s.bin, s.args()...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = s.dir, f, f
+	cmd.SysProcAttr = sysProcAttr()
+	err = cmd.Start()
+	_ = f.Close()
+	if err != nil {
+		return false, fmt.Errorf("redistest: starting redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.cmd, s.done, s.paused = cmd, done, false
+
+	if err = s.waitReady(time.Now().Add(startTimeout)); err == nil {
+		return false, nil
+	}
+	_ = s.kill()
+	log := readFrom(logPath, offset)
+	return strings.Contains(log, "Address already in use"),
+		fmt.Errorf("redistest: redis-server on %s: %v; log tail:\n%s", s.Addr(), err, tail(log, 20))
+}
+
+// waitReady polls until the server answers PING and INFO reports our pid, so
+// that a foreign server already listening on the port is never mistaken for it.
+func (s *Server) waitReady(deadline time.Time) error {
+	want := "process_id:" + strconv.Itoa(s.cmd.Process.Pid) + "\r\n"
+	for {
+		select {
+		case <-s.done:
+			return fmt.Errorf("exited during startup (%v)", s.cmd.ProcessState)
+		default:
+		}
+		if pong, err := do(s.Addr(), 200*time.Millisecond, "PING"); err == nil && pong == "PONG" {
+			if info, err := do(s.Addr(), 200*time.Millisecond, "INFO", "server"); err == nil && strings.Contains(info, want) {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("no PING answer within " + startTimeout.String())
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// Cluster is a set of redis-server cluster masters with all 16384 slots
+// assigned. Its methods are safe for concurrent use.
+type Cluster struct {
+	nodes []*Server
+}
+
+// StartCluster starts masters (>= 3) cluster-enabled nodes, assigns the hash
+// slots evenly with CLUSTER ADDSLOTSRANGE, joins them with CLUSTER MEET and
+// waits (up to 30s) until every node reports cluster_state:ok and sees all
+// slots covered and all nodes known. On any failure it stops the nodes it
+// started and returns an error (for a timeout, including each node's
+// CLUSTER INFO). The caller must Close the Cluster.
+func StartCluster(masters int) (*Cluster, error) {
+	if masters < 3 {
+		return nil, fmt.Errorf("redistest: StartCluster needs at least 3 masters, got %d", masters)
+	}
+	c := &Cluster{}
+	fail := func(err error) (*Cluster, error) { _ = c.Close(); return nil, err }
+	for range masters {
+		s, err := Start(&Options{Cluster: true})
+		if err != nil {
+			return fail(err)
+		}
+		c.nodes = append(c.nodes, s)
+	}
+	for i, s := range c.nodes {
+		lo, hi := i*clusterSlots/masters, (i+1)*clusterSlots/masters-1
+		for _, cmd := range [][]string{
+			{"CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i + 1)},
+			{"CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)},
+		} {
+			if _, err := do(s.Addr(), time.Second, cmd...); err != nil {
+				return fail(fmt.Errorf("redistest: %s on %s: %w", strings.Join(cmd, " "), s.Addr(), err))
+			}
+		}
+		if i > 0 {
+			if _, err := do(c.nodes[0].Addr(), time.Second, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(s.port)); err != nil {
+				return fail(fmt.Errorf("redistest: CLUSTER MEET %s: %w", s.Addr(), err))
+			}
+		}
+	}
+	want := []string{"cluster_state:ok\r\n", "cluster_slots_assigned:16384\r\n",
+		"cluster_slots_ok:16384\r\n", "cluster_known_nodes:" + strconv.Itoa(masters) + "\r\n"}
+	deadline := time.Now().Add(clusterTimeout)
+	for {
+		var bad []string
+		for _, s := range c.nodes {
+			info, err := do(s.Addr(), time.Second, "CLUSTER", "INFO")
+			if err == nil && containsAll(info, want) {
+				continue
+			}
+			bad = append(bad, fmt.Sprintf("%s: %v %q", s.Addr(), err, info))
+		}
+		if bad == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("redistest: cluster not ok after %v:\n%s", clusterTimeout, strings.Join(bad, "\n")))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Addrs returns the "127.0.0.1:PORT" address of every node, in start order.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.nodes))
+	for i, s := range c.nodes {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// Nodes returns the cluster's servers, in start order, e.g. to Kill or Pause
+// one. The returned slice is a copy.
+func (c *Cluster) Nodes() []*Server { return append([]*Server(nil), c.nodes...) }
+
+// Close closes every node (see Server.Close) and returns the joined errors.
+// It is idempotent.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, s := range c.nodes {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// StartT is Start for tests: it registers tb.Cleanup to Close the server
+// (reporting a Close error with tb.Error) and calls tb.Fatal with the error
+// message if the server cannot be started.
+func StartT(tb testing.TB, opts *Options) *Server {
+	tb.Helper()
+	s, err := Start(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return s
+}
+
+// StartClusterT is StartCluster(3) for tests: it registers tb.Cleanup to
+// Close the cluster and calls tb.Fatal with the error message on failure.
+func StartClusterT(tb testing.TB) *Cluster {
+	tb.Helper()
+	c, err := StartCluster(3)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return c
+}
+
+// shared is a lazily started instance kept for the whole test binary.
+type shared[T io.Closer] struct {
+	mu      sync.Mutex
+	started bool
+	v       T
+	err     error
+}
+
+func (l *shared[T]) get(tb testing.TB, start func() (T, error)) T {
+	tb.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started {
+		l.v, l.err = start()
+		l.started = true
+	}
+	if l.err != nil {
+		tb.Fatalf("redistest: shared instance: %v", l.err)
+	}
+	return l.v
+}
+
+func (l *shared[T]) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started && l.err == nil {
+		_ = l.v.Close()
+	}
+	var zero T
+	l.started, l.v, l.err = false, zero, nil
+}
+
+var (
+	sharedServer  shared[*Server]
+	sharedCluster shared[*Cluster]
+)
+
+// SharedServer returns a default Server shared by every test in the binary,
+// started on first use. Tests must isolate themselves by key prefix and must
+// not Kill, Pause, Restart or Close it. If starting fails, this and every
+// later call (until CloseShared) calls tb.Fatal with the error. Call
+// CloseShared from TestMain after m.Run.
+func SharedServer(tb testing.TB) *Server {
+	tb.Helper()
+	return sharedServer.get(tb, func() (*Server, error) { return Start(nil) })
+}
+
+// SharedCluster returns a 3-master Cluster shared by every test in the
+// binary, started on first use, with the same rules and failure behaviour as
+// SharedServer.
+func SharedCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	return sharedCluster.get(tb, func() (*Cluster, error) { return StartCluster(3) })
+}
+
+// CloseShared closes the shared Server and Cluster if they were started and
+// forgets them (a later Shared* call starts new ones). Call it from TestMain
+// after m.Run; it is safe to call when nothing was started.
+func CloseShared() {
+	sharedServer.close()
+	sharedCluster.close()
+}
+
+// freePort returns a loopback port that was free a moment ago; for a cluster
+// node it is <= 55535 and port+10000 (the cluster bus) is free too.
+func freePort(cluster bool) (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("redistest: finding a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !cluster {
+			return port, nil
+		}
+		if port+clusterBusIncr > 65535 {
+			continue
+		}
+		if bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+clusterBusIncr))); err == nil {
+			_ = bus.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("redistest: no free port pair for a cluster node")
+}
+
+// do sends one command to addr over a fresh connection and returns a simple,
+// integer or bulk string reply; an error reply is returned as an error.
+func do(addr string, timeout time.Duration, args ...string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	switch {
+	case strings.HasPrefix(line, "+"), strings.HasPrefix(line, ":"):
+		return line[1:], nil
+	case strings.HasPrefix(line, "-"):
+		return "", errors.New(line[1:])
+	case strings.HasPrefix(line, "$"):
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("unexpected reply %q", line)
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return "", fmt.Errorf("unsupported reply %q", line)
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+func readFrom(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || offset > int64(len(b)) {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	return string(b[offset:])
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
