@@ -1,0 +1,451 @@
+package batondrivertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// lockFixture is one test's driver and key with helpers around them.
+type lockFixture struct {
+	t   *testing.T
+	d   batondriver.Driver
+	ctx context.Context
+	key string
+}
+
+func newLockFixture(t *testing.T, newDriver func(t *testing.T) batondriver.Driver) *lockFixture {
+	t.Parallel()
+	return &lockFixture{t: t, d: newDriver(t), ctx: context.Background(), key: uniqueKey(t)}
+}
+
+// try makes a non-waiting attempt with limit and TTL.
+func (f *lockFixture) try(tok string, limit int, ttl time.Duration) *batondriver.LockAcquireResult {
+	f.t.Helper()
+	res, err := f.d.LockAcquire(f.ctx, &batondriver.LockAcquireParams{Key: f.key, Token: tok, Limit: limit, TTL: ttl})
+	require.NoError(f.t, err)
+	return res
+}
+
+// grant takes a slot and fails the test if it is not granted.
+func (f *lockFixture) grant(tok string, limit int) *batondriver.LockAcquireResult {
+	f.t.Helper()
+	res := f.try(tok, limit, 10*time.Second)
+	require.True(f.t, res.Granted, "slot for %s not granted", tok)
+	require.NotZero(f.t, res.Fence)
+	return res
+}
+
+// wait queues tok (listening first) and returns its listener.
+func (f *lockFixture) wait(tok string, limit int, waitTTL time.Duration) (batondriver.LockListener, *batondriver.LockAcquireResult) {
+	f.t.Helper()
+	lis, err := f.d.LockListen(f.ctx, &batondriver.LockListenParams{Key: f.key, Token: tok})
+	require.NoError(f.t, err)
+	f.t.Cleanup(lis.Close)
+	res, err := f.d.LockAcquire(f.ctx, &batondriver.LockAcquireParams{
+		Key: f.key, Token: tok, Limit: limit, TTL: 10 * time.Second, Wait: true, WaitTTL: waitTTL,
+	})
+	require.NoError(f.t, err)
+	return lis, res
+}
+
+func (f *lockFixture) release(tok string, fence uint64) *batondriver.LockReleaseResult {
+	f.t.Helper()
+	res, err := f.d.LockRelease(f.ctx, &batondriver.LockReleaseParams{Key: f.key, Token: tok, Fence: fence})
+	require.NoError(f.t, err)
+	return res
+}
+
+func (f *lockFixture) inspect() *batondriver.LockInspectResult {
+	f.t.Helper()
+	res, err := f.d.LockInspect(f.ctx, &batondriver.LockInspectParams{Key: f.key})
+	require.NoError(f.t, err)
+	return res
+}
+
+func (f *lockFixture) setLimit(n int) int {
+	f.t.Helper()
+	res, err := f.d.LockSetLimit(f.ctx, &batondriver.LockSetLimitParams{Key: f.key, Limit: n})
+	require.NoError(f.t, err)
+	return res.Promoted
+}
+
+// notice waits (boundedly) for the listener's next grant notice.
+func (f *lockFixture) notice(lis batondriver.LockListener) batondriver.LockNotice {
+	f.t.Helper()
+	for {
+		select {
+		case n := <-lis.C():
+			if n.Recheck {
+				continue
+			}
+			return n
+		case <-time.After(5 * time.Second):
+			f.t.Fatal("no grant notice within 5s")
+		}
+	}
+}
+
+// noNotice asserts that no grant notice is pending on the listener.
+func (f *lockFixture) noNotice(lis batondriver.LockListener) {
+	f.t.Helper()
+	// Notices travel asynchronously on some backends; give one a moment.
+	select {
+	case n := <-lis.C():
+		if !n.Recheck {
+			f.t.Fatalf("unexpected grant notice %+v", n)
+		}
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func tokens(hs []batondriver.LockHolder) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.Token)
+	}
+	return out
+}
+
+func waiterTokens(ws []batondriver.LockWaiter) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Token)
+	}
+	return out
+}
+
+func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.Driver) {
+	t.Run("MutexGrantsOne", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		a, b := token(), token()
+		ra := f.grant(a, 1)
+		require.Equal(t, 10*time.Second, ra.TTL)
+		rb := f.try(b, 1, time.Second)
+		require.False(t, rb.Granted)
+		require.Zero(t, rb.Position, "a try must not queue")
+		require.Positive(t, rb.NextExpiry)
+		require.True(t, f.release(a, ra.Fence).Released)
+		f.grant(b, 1)
+	})
+
+	t.Run("SemaphoreGrantsLimit", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		var fences []uint64
+		toks := []string{token(), token(), token()}
+		for _, tok := range toks {
+			fences = append(fences, f.grant(tok, 3).Fence)
+		}
+		require.False(t, f.try(token(), 3, time.Second).Granted)
+		info := f.inspect()
+		require.Equal(t, 3, info.Limit)
+		require.False(t, info.Override)
+		require.ElementsMatch(t, toks, tokens(info.Holders))
+		require.Equal(t, fences[2], info.LastFence)
+		f.release(toks[1], fences[1])
+		f.grant(token(), 3)
+	})
+
+	t.Run("FencesStrictlyIncrease", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		var last uint64
+		for range 20 {
+			tok := token()
+			r := f.grant(tok, 1)
+			require.Greater(t, r.Fence, last)
+			last = r.Fence
+			f.release(tok, r.Fence)
+		}
+		require.Equal(t, last, f.inspect().LastFence)
+	})
+
+	t.Run("ReleaseChecksToken", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		a := token()
+		r := f.grant(a, 1)
+		require.False(t, f.release(token(), r.Fence).Released, "a stranger's token released the lock")
+		require.False(t, f.release(a, r.Fence+1).Released, "a wrong fence released the lock")
+		require.Equal(t, []string{a}, tokens(f.inspect().Holders))
+		require.True(t, f.release(a, r.Fence).Released)
+		require.False(t, f.release(a, r.Fence).Released, "a second release must report not held")
+		require.Empty(t, f.inspect().Holders)
+	})
+
+	t.Run("LeaseExpires", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		a := token()
+		r := f.try(a, 1, 100*time.Millisecond)
+		require.True(t, r.Granted)
+		require.Eventually(t, func() bool { return f.try(token(), 1, time.Second).Granted }, 3*time.Second, 10*time.Millisecond)
+		ext, err := f.d.LockExtend(f.ctx, &batondriver.LockExtendParams{Key: f.key, Token: a, Fence: r.Fence, TTL: time.Second})
+		require.NoError(t, err)
+		require.False(t, ext.Extended, "an expired lease was extended")
+		require.False(t, f.release(a, r.Fence).Released, "an expired lease reported released")
+	})
+
+	t.Run("ExpiredUnreapedLeaseNeverExtends", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		a := token()
+		r := f.try(a, 1, 50*time.Millisecond)
+		require.True(t, r.Granted)
+		time.Sleep(100 * time.Millisecond) // let it expire with no other transition on the key
+		ext, err := f.d.LockExtend(f.ctx, &batondriver.LockExtendParams{Key: f.key, Token: a, Fence: r.Fence, TTL: time.Second})
+		require.NoError(t, err)
+		require.False(t, ext.Extended)
+		require.Empty(t, f.inspect().Holders)
+	})
+
+	t.Run("ExtendKeepsLease", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		a := token()
+		r := f.try(a, 1, 150*time.Millisecond)
+		require.True(t, r.Granted)
+		ext, err := f.d.LockExtend(f.ctx, &batondriver.LockExtendParams{Key: f.key, Token: a, Fence: r.Fence, TTL: 5 * time.Second})
+		require.NoError(t, err)
+		require.True(t, ext.Extended)
+		time.Sleep(200 * time.Millisecond)
+		require.False(t, f.try(token(), 1, time.Second).Granted, "an extended lease expired at its old TTL")
+		h := f.inspect().Holders
+		require.Len(t, h, 1)
+		require.Greater(t, h[0].TTL, 4*time.Second)
+		bad, err := f.d.LockExtend(f.ctx, &batondriver.LockExtendParams{Key: f.key, Token: token(), Fence: r.Fence, TTL: time.Second})
+		require.NoError(t, err)
+		require.False(t, bad.Extended, "a stranger extended the lease")
+	})
+
+	t.Run("WaitersGrantedInArrivalOrder", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		holder := token()
+		r := f.grant(holder, 1)
+		w := []string{token(), token(), token()}
+		var lis []batondriver.LockListener
+		for i, tok := range w {
+			l, res := f.wait(tok, 1, 10*time.Second)
+			require.False(t, res.Granted)
+			require.Equal(t, i+1, res.Position)
+			lis = append(lis, l)
+		}
+		require.Equal(t, w, waiterTokens(f.inspect().Waiters))
+		require.Equal(t, 3, f.inspect().WaiterCount)
+
+		// No barging: a try fails while waiters are queued, even with a free slot.
+		rel := f.release(holder, r.Fence)
+		require.True(t, rel.Released)
+		require.Equal(t, 1, rel.Promoted)
+		require.False(t, f.try(token(), 1, time.Second).Granted, "a try overtook a waiter")
+
+		prev := r.Fence
+		for i, tok := range w {
+			n := f.notice(lis[i])
+			require.Greater(t, n.Fence, prev)
+			require.Equal(t, 10*time.Second, n.TTL)
+			require.False(t, n.GrantedAt.IsZero())
+			for _, other := range lis[i+1:] {
+				f.noNotice(other)
+			}
+			require.Equal(t, []string{tok}, tokens(f.inspect().Holders))
+			f.release(tok, n.Fence)
+			prev = n.Fence
+		}
+		require.Empty(t, f.inspect().Waiters)
+	})
+
+	t.Run("ReleaseWakesOnlyWhomItGrants", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		h1, h2 := token(), token()
+		r1 := f.grant(h1, 2)
+		f.grant(h2, 2)
+		var lis []batondriver.LockListener
+		for range 4 {
+			l, _ := f.wait(token(), 2, 10*time.Second)
+			lis = append(lis, l)
+		}
+		f.release(h1, r1.Fence)
+		f.notice(lis[0])
+		for _, l := range lis[1:] {
+			f.noNotice(l)
+		}
+	})
+
+	t.Run("RecheckReportsGrantAndRefreshesPlace", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		holder := token()
+		r := f.grant(holder, 1)
+		w := token()
+		lis, _ := f.wait(w, 1, 10*time.Second)
+		p := &batondriver.LockAcquireParams{Key: f.key, Token: w, Limit: 1, TTL: 10 * time.Second, Recheck: true, WaitTTL: 10 * time.Second}
+		res, err := f.d.LockAcquire(f.ctx, p)
+		require.NoError(t, err)
+		require.False(t, res.Granted)
+		require.Equal(t, 1, res.Position)
+		f.release(holder, r.Fence)
+		n := f.notice(lis)
+		res, err = f.d.LockAcquire(f.ctx, p)
+		require.NoError(t, err)
+		require.True(t, res.Granted, "a recheck after a grant must report it")
+		require.Equal(t, n.Fence, res.Fence)
+		require.Greater(t, res.TTL, 9*time.Second)
+		require.Len(t, f.inspect().Holders, 1, "a recheck must not take a second slot")
+	})
+
+	t.Run("WaiterGivingUpLeavesQueue", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		holder := token()
+		r := f.grant(holder, 1)
+		w1, w2 := token(), token()
+		f.wait(w1, 1, 10*time.Second)
+		l2, _ := f.wait(w2, 1, 10*time.Second)
+		require.False(t, f.release(w1, 0).Released, "a waiter that never held reported a release")
+		require.Equal(t, []string{w2}, waiterTokens(f.inspect().Waiters))
+		f.release(holder, r.Fence)
+		f.notice(l2)
+	})
+
+	t.Run("WaiterGivingUpReturnsGrant", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		holder := token()
+		r := f.grant(holder, 1)
+		w1, w2 := token(), token()
+		l1, _ := f.wait(w1, 1, 10*time.Second)
+		l2, _ := f.wait(w2, 1, 10*time.Second)
+		f.release(holder, r.Fence)
+		f.notice(l1)
+		// w1 was granted, but gives up without knowing its fence.
+		rel := f.release(w1, 0)
+		require.True(t, rel.Released)
+		require.Equal(t, 1, rel.Promoted)
+		f.notice(l2)
+		require.Equal(t, []string{w2}, tokens(f.inspect().Holders))
+	})
+
+	t.Run("DeadWaiterIsDropped", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		holder := token()
+		r := f.grant(holder, 1)
+		dead, alive := token(), token()
+		f.wait(dead, 1, 60*time.Millisecond) // never refreshed
+		la, _ := f.wait(alive, 1, 10*time.Second)
+		time.Sleep(120 * time.Millisecond)
+		require.Equal(t, []string{alive}, waiterTokens(f.inspect().Waiters))
+		f.release(holder, r.Fence)
+		f.notice(la)
+		require.Equal(t, []string{alive}, tokens(f.inspect().Holders))
+	})
+
+	t.Run("ExpiredHolderSlotGoesToWaiter", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		crashed := token()
+		require.True(t, f.try(crashed, 1, 80*time.Millisecond).Granted)
+		w := token()
+		lis, res := f.wait(w, 1, 10*time.Second)
+		require.False(t, res.Granted)
+		require.Positive(t, res.NextExpiry)
+		require.LessOrEqual(t, res.NextExpiry, 80*time.Millisecond)
+		// Nobody releases: the waiter's recheck after NextExpiry finds the slot.
+		time.Sleep(res.NextExpiry + 20*time.Millisecond)
+		res, err := f.d.LockAcquire(f.ctx, &batondriver.LockAcquireParams{Key: f.key, Token: w, Limit: 1, TTL: 10 * time.Second, Recheck: true, WaitTTL: 10 * time.Second})
+		require.NoError(t, err)
+		require.True(t, res.Granted)
+		f.notice(lis) // the recheck's own promotion also notified it
+	})
+
+	t.Run("ZeroLimitHalts", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		holder := token()
+		r := f.grant(holder, 2)
+		require.Zero(t, f.setLimit(0))
+		require.False(t, f.try(token(), 2, time.Second).Granted, "a halted key granted a slot")
+		w1, w2 := token(), token()
+		l1, _ := f.wait(w1, 2, 10*time.Second)
+		l2, _ := f.wait(w2, 2, 10*time.Second)
+		rel := f.release(holder, r.Fence)
+		require.Zero(t, rel.Promoted, "a halted key promoted a waiter")
+		f.noNotice(l1)
+		info := f.inspect()
+		require.Equal(t, 0, info.Limit)
+		require.True(t, info.Override)
+		require.Equal(t, 2, info.WaiterCount, "waiters keep their places while halted")
+
+		require.Equal(t, 2, f.setLimit(5), "raising the limit must grant waiters at once")
+		f.notice(l1)
+		f.notice(l2)
+		require.Len(t, f.inspect().Holders, 2)
+	})
+
+	t.Run("LoweredLimitAdmitsNoneUntilUnder", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		toks := []string{token(), token(), token()}
+		var fences []uint64
+		for _, tok := range toks {
+			fences = append(fences, f.grant(tok, 3).Fence)
+		}
+		f.setLimit(1)
+		w := token()
+		lis, _ := f.wait(w, 3, 10*time.Second)
+		require.Zero(t, f.release(toks[0], fences[0]).Promoted)
+		require.Zero(t, f.release(toks[1], fences[1]).Promoted)
+		f.noNotice(lis)
+		require.Equal(t, 1, f.release(toks[2], fences[2]).Promoted)
+		f.notice(lis)
+	})
+
+	t.Run("ResetLimitRestoresDefault", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		tok := token()
+		r := f.grant(tok, 2)
+		f.setLimit(7)
+		require.Equal(t, 7, f.inspect().Limit)
+		_, err := f.d.LockSetLimit(f.ctx, &batondriver.LockSetLimitParams{Key: f.key, Reset: true})
+		require.NoError(t, err)
+		info := f.inspect()
+		require.Equal(t, 2, info.Limit)
+		require.False(t, info.Override)
+		f.release(tok, r.Fence)
+		// The override and the fence outlive an idle key; the default too.
+		f.setLimit(4)
+		info = f.inspect()
+		require.Equal(t, 4, info.Limit)
+		require.Equal(t, r.Fence, info.LastFence)
+	})
+
+	t.Run("InspectUnknownKey", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		info := f.inspect()
+		require.Zero(t, info.Limit)
+		require.Zero(t, info.LastFence)
+		require.Empty(t, info.Holders)
+		require.Empty(t, info.Waiters)
+		require.False(t, info.Now.IsZero())
+	})
+
+	t.Run("KeysAreDistinct", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		for _, key := range []string{"a{b}", "a%7Bb%7D", "a{b", "a}b", "{}", "a|b", "a b", "a\x00b", "\xff\xfe", "ключ"} {
+			g := *f
+			g.key = f.key + key
+			g.grant(token(), 1)
+		}
+	})
+
+	t.Run("BadParams", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		for name, p := range map[string]*batondriver.LockAcquireParams{
+			"empty key":    {Key: "", Token: token(), Limit: 1, TTL: time.Second},
+			"empty token":  {Key: f.key, Token: "", Limit: 1, TTL: time.Second},
+			"zero TTL":     {Key: f.key, Token: token(), Limit: 1},
+			"negative lim": {Key: f.key, Token: token(), Limit: -1, TTL: time.Second},
+			"no wait TTL":  {Key: f.key, Token: token(), Limit: 1, TTL: time.Second, Wait: true},
+		} {
+			_, err := f.d.LockAcquire(f.ctx, p)
+			require.ErrorIs(t, err, batondriver.ErrBadParams, name)
+		}
+		_, err := f.d.LockSetLimit(f.ctx, &batondriver.LockSetLimitParams{Key: f.key, Limit: -1})
+		require.ErrorIs(t, err, batondriver.ErrBadParams)
+		_, err = f.d.LockExtend(f.ctx, &batondriver.LockExtendParams{Key: f.key, Token: token(), Fence: 1})
+		require.ErrorIs(t, err, batondriver.ErrBadParams)
+	})
+}

@@ -1,0 +1,69 @@
+package batonredis
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// children are the roles this test binary plays when a test starts it again
+// as a separate OS process with BATON_CHILD=name. Test files register theirs
+// in init. A child returns its exit code.
+var children = map[string]func() int{}
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv("BATON_CHILD"); name != "" {
+		run, ok := children[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "unknown BATON_CHILD %q\n", name)
+			os.Exit(2)
+		}
+		os.Exit(run())
+	}
+	code := m.Run()
+	redistest.CloseShared()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// newClient returns a rueidis client for addrs (several for a cluster),
+// closed when the test ends.
+func newClient(tb testing.TB, addrs ...string) rueidis.Client {
+	tb.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs})
+	if err != nil {
+		tb.Fatalf("redis client for %v: %v", addrs, err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// newDriver returns a Driver on client with a prefix of its own, so tests
+// sharing a server never see each other's keys. Closed when the test ends.
+func newDriver(tb testing.TB, client rueidis.Client) *Driver {
+	tb.Helper()
+	d, err := New(client, &Config{Prefix: "t" + randomHex(6)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(d.Close)
+	return d
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

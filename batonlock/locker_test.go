@@ -1,0 +1,356 @@
+package batonlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/batondriver/batonmem"
+	"github.com/batonhq/baton/batonlock"
+)
+
+func newLocker(t *testing.T, d batondriver.Driver, cfg *batonlock.Config) *batonlock.Locker {
+	t.Helper()
+	l, err := batonlock.New(d, cfg)
+	require.NoError(t, err)
+	return l
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	_, err := batonlock.New(nil, nil)
+	require.ErrorContains(t, err, "nil driver")
+	_, err = batonlock.New(batonmem.New(), &batonlock.Config{TTL: time.Millisecond})
+	require.ErrorContains(t, err, "Config.TTL 1ms shorter than 10ms")
+	_, err = batonlock.New(batonmem.New(), &batonlock.Config{WaitTTL: 5 * time.Millisecond})
+	require.ErrorContains(t, err, "Config.WaitTTL")
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	l := newLocker(t, batonmem.New(), nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		key  string
+		opts *batonlock.AcquireOpts
+		want string
+	}{
+		{"", nil, "empty key"},
+		{strings.Repeat("k", batonlock.MaxKeyLen+1), nil, "longer than 4096"},
+		{"k", &batonlock.AcquireOpts{Limit: -1}, "Limit -1 out of range"},
+		{"k", &batonlock.AcquireOpts{Limit: batonlock.MaxLimit + 1}, "out of range"},
+		{"k", &batonlock.AcquireOpts{TTL: -time.Second}, "TTL -1s shorter than 10ms"},
+		{"k", &batonlock.AcquireOpts{TTL: time.Millisecond}, "TTL 1ms shorter"},
+		{"k", &batonlock.AcquireOpts{TTL: time.Second, HeartbeatInterval: time.Second}, "HeartbeatInterval 1s must be positive and shorter than TTL"},
+		{"k", &batonlock.AcquireOpts{HeartbeatInterval: -time.Second}, "HeartbeatInterval"},
+	} {
+		_, err := l.TryAcquire(ctx, tc.key, tc.opts)
+		require.ErrorContains(t, err, tc.want)
+		_, err = l.Acquire(ctx, tc.key, tc.opts)
+		require.ErrorContains(t, err, tc.want)
+	}
+	require.ErrorContains(t, l.SetLimit(ctx, "k", -1), "limit -1 out of range")
+	require.ErrorContains(t, l.SetLimit(ctx, "", 1), "empty key")
+	_, err := l.Inspect(ctx, "")
+	require.ErrorContains(t, err, "empty key")
+
+	lease, err := l.TryAcquire(ctx, "k", nil)
+	require.NoError(t, err)
+	require.ErrorContains(t, lease.Extend(ctx, 0), "TTL 0s shorter than 10ms")
+	require.NoError(t, lease.Release(ctx))
+}
+
+func TestLeaseAccessors(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.Driver) {
+		l := newLocker(t, d, nil)
+		ctx := context.Background()
+		before := time.Now()
+		lease, err := l.TryAcquire(ctx, "acc", &batonlock.AcquireOpts{TTL: time.Second})
+		require.NoError(t, err)
+		require.Equal(t, "acc", lease.Key())
+		require.Len(t, lease.Token(), 22, "128 bits in base64")
+		require.NotZero(t, lease.Fence())
+		require.NoError(t, lease.Err())
+		// Until is no later than the backend's expiry less the margin.
+		require.True(t, lease.Until().Before(before.Add(time.Second)))
+		require.True(t, lease.Until().After(before.Add(900*time.Millisecond)))
+
+		require.NoError(t, lease.Release(ctx))
+		<-lease.Done()
+		require.ErrorIs(t, lease.Err(), batonlock.ErrReleased)
+		require.NoError(t, lease.Release(ctx), "a second release is harmless")
+		require.ErrorIs(t, lease.Extend(ctx, time.Second), batonlock.ErrReleased, "a released lease never revives")
+	})
+}
+
+func TestHeartbeatKeepsLease(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.Driver) {
+		l := newLocker(t, d, nil)
+		ctx := context.Background()
+		lease, err := l.TryAcquire(ctx, "hb", &batonlock.AcquireOpts{TTL: 150 * time.Millisecond})
+		require.NoError(t, err)
+		first := lease.Until()
+		time.Sleep(500 * time.Millisecond) // over three TTLs
+		require.NoError(t, lease.Err(), "the heartbeat should have kept the lease")
+		require.True(t, lease.Until().After(first))
+		_, err = l.TryAcquire(ctx, "hb", nil)
+		require.ErrorIs(t, err, batonlock.ErrNotAcquired)
+		require.NoError(t, lease.Release(ctx))
+	})
+}
+
+func TestNoHeartbeatExpiresBeforeBackend(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.Driver) {
+		l := newLocker(t, d, nil)
+		ctx := context.Background()
+		lease, err := l.TryAcquire(ctx, "nohb", &batonlock.AcquireOpts{TTL: 200 * time.Millisecond, NoHeartbeat: true})
+		require.NoError(t, err)
+		<-lease.Done()
+		require.ErrorIs(t, lease.Err(), batonlock.ErrLeaseExpired)
+		// The holder gave up before the backend let anyone else in.
+		_, err = l.TryAcquire(ctx, "nohb", nil)
+		require.ErrorIs(t, err, batonlock.ErrNotAcquired, "the lease context ended after the backend expiry")
+		require.Eventually(t, func() bool {
+			next, err := l.TryAcquire(ctx, "nohb", nil)
+			if err == nil {
+				require.Greater(t, next.Fence(), lease.Fence())
+				require.NoError(t, next.Release(ctx))
+			}
+			return err == nil
+		}, 2*time.Second, 5*time.Millisecond)
+		require.ErrorIs(t, lease.Release(ctx), batonlock.ErrNotHeld)
+	})
+}
+
+func TestExtendMovesUntil(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.Driver) {
+		l := newLocker(t, d, nil)
+		ctx := context.Background()
+		lease, err := l.TryAcquire(ctx, "ext", &batonlock.AcquireOpts{TTL: 100 * time.Millisecond, NoHeartbeat: true})
+		require.NoError(t, err)
+		require.NoError(t, lease.Extend(ctx, 2*time.Second))
+		require.True(t, time.Until(lease.Until()) > time.Second)
+		time.Sleep(150 * time.Millisecond)
+		require.NoError(t, lease.Err())
+		require.NoError(t, lease.Release(ctx))
+	})
+}
+
+// lossyDriver reports every extension as failed: the lease was lost.
+type lossyDriver struct{ batondriver.Driver }
+
+func (lossyDriver) LockExtend(context.Context, *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
+	return &batondriver.LockExtendResult{}, nil
+}
+
+func TestLostLeaseCancelsContext(t *testing.T) {
+	t.Parallel()
+	l := newLocker(t, lossyDriver{batonmem.New()}, nil)
+	ctx := context.Background()
+	lease, err := l.TryAcquire(ctx, "lost", &batonlock.AcquireOpts{TTL: time.Second, HeartbeatInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	select {
+	case <-lease.Done():
+	case <-time.After(500 * time.Millisecond):
+		t.Fatal("a lost lease's context was not cancelled at the next heartbeat")
+	}
+	require.ErrorIs(t, lease.Err(), batonlock.ErrNotHeld)
+	require.NoError(t, lease.Release(ctx)) // the memory backend still had it
+}
+
+// failingDriver fails every extension, as an unreachable backend would.
+type failingDriver struct{ batondriver.Driver }
+
+func (failingDriver) LockExtend(context.Context, *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
+	return nil, errors.New("connection refused")
+}
+
+func TestUnconfirmedLeaseExpiresBeforeTTL(t *testing.T) {
+	t.Parallel()
+	l := newLocker(t, failingDriver{batonmem.New()}, nil)
+	ctx := context.Background()
+	start := time.Now()
+	lease, err := l.TryAcquire(ctx, "unconfirmed", &batonlock.AcquireOpts{TTL: 300 * time.Millisecond})
+	require.NoError(t, err)
+	<-lease.Done()
+	require.ErrorIs(t, lease.Err(), batonlock.ErrLeaseExpired)
+	require.Less(t, time.Since(start), 300*time.Millisecond, "the context must end before the TTL can run out")
+	require.NoError(t, lease.Release(ctx))
+}
+
+func TestAcquireWaitsFIFO(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.Driver) {
+		l := newLocker(t, d, nil)
+		ctx := context.Background()
+		holder, err := l.TryAcquire(ctx, "fifo", nil)
+		require.NoError(t, err)
+		const n = 8
+		var (
+			mu    sync.Mutex
+			order []int
+			wg    sync.WaitGroup
+		)
+		for i := range n {
+			queued := make(chan int)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				require.NoError(t, l.Do(ctx, "fifo", &batonlock.AcquireOpts{OnWait: func(pos int) { queued <- pos }}, func(ctx context.Context, lease *batonlock.Lease) error {
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					return nil
+				}))
+			}()
+			require.Equal(t, i+1, <-queued) // queue them one after another
+		}
+		_, err = l.TryAcquire(ctx, "fifo", nil)
+		require.ErrorIs(t, err, batonlock.ErrNotAcquired, "TryAcquire barged past waiters")
+		require.NoError(t, holder.Release(ctx))
+		wg.Wait()
+		require.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, order)
+	})
+}
+
+func TestAcquireCancelledGivesBack(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.Driver) {
+		l := newLocker(t, d, nil)
+		ctx := context.Background()
+		holder, err := l.TryAcquire(ctx, "cancel", nil)
+		require.NoError(t, err)
+		wctx, cancel := context.WithCancel(ctx)
+		queued := make(chan struct{})
+		done := make(chan error)
+		go func() {
+			_, err := l.Acquire(wctx, "cancel", &batonlock.AcquireOpts{OnWait: func(int) { close(queued) }})
+			done <- err
+		}()
+		<-queued
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+		info, err := l.Inspect(ctx, "cancel")
+		require.NoError(t, err)
+		require.Zero(t, info.WaiterCount, "a cancelled waiter must leave the queue")
+		require.NoError(t, holder.Release(ctx))
+		next, err := l.TryAcquire(ctx, "cancel", nil)
+		require.NoError(t, err, "the slot must be free: nobody was granted it")
+		require.NoError(t, next.Release(ctx))
+	})
+}
+
+func TestAcquireTimeout(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.Driver) {
+		l := newLocker(t, d, nil)
+		ctx := context.Background()
+		holder, err := l.TryAcquire(ctx, "timeout", nil)
+		require.NoError(t, err)
+		tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		_, err = l.Acquire(tctx, "timeout", nil)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorContains(t, err, `acquire "timeout"`)
+		require.NoError(t, holder.Release(ctx))
+	})
+}
+
+func TestSemaphoreAndDynamicLimit(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.Driver) {
+		l := newLocker(t, d, nil)
+		ctx := context.Background()
+		opts := &batonlock.AcquireOpts{Limit: 3}
+		var held []*batonlock.Lease
+		for range 3 {
+			lease, err := l.TryAcquire(ctx, "sem", opts)
+			require.NoError(t, err)
+			held = append(held, lease)
+		}
+		_, err := l.TryAcquire(ctx, "sem", opts)
+		require.ErrorIs(t, err, batonlock.ErrNotAcquired)
+
+		// Halt: releases free nothing for newcomers.
+		require.NoError(t, l.SetLimit(ctx, "sem", 0))
+		require.NoError(t, held[0].Release(ctx))
+		granted := make(chan *batonlock.Lease, 4)
+		for range 4 {
+			go func() {
+				lease, err := l.Acquire(ctx, "sem", opts)
+				require.NoError(t, err)
+				granted <- lease
+			}()
+		}
+		require.Eventually(t, func() bool {
+			info, err := l.Inspect(ctx, "sem")
+			require.NoError(t, err)
+			return info.WaiterCount == 4
+		}, 2*time.Second, 5*time.Millisecond)
+		require.Empty(t, granted)
+
+		// Raise: waiters are granted at once, up to the new limit (2 held + 3 = 5).
+		require.NoError(t, l.SetLimit(ctx, "sem", 5))
+		for range 3 {
+			held = append(held, <-granted)
+		}
+		info, err := l.Inspect(ctx, "sem")
+		require.NoError(t, err)
+		require.Equal(t, 5, info.Limit)
+		require.True(t, info.Override)
+		require.Len(t, info.Holders, 5)
+		require.Equal(t, 1, info.WaiterCount)
+
+		require.NoError(t, l.ResetLimit(ctx, "sem"))
+		for _, lease := range held[1:] {
+			require.NoError(t, lease.Release(ctx))
+		}
+		last := <-granted
+		require.NoError(t, last.Release(ctx))
+	})
+}
+
+func TestTryDo(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.Driver) {
+		l := newLocker(t, d, nil)
+		ctx := context.Background()
+		boom := errors.New("boom")
+		ran, err := l.TryDo(ctx, "trydo", nil, func(ctx context.Context, lease *batonlock.Lease) error {
+			// While it runs, a twin cannot.
+			twinRan, err := l.TryDo(ctx, "trydo", nil, func(context.Context, *batonlock.Lease) error { return nil })
+			require.NoError(t, err)
+			require.False(t, twinRan)
+			return boom
+		})
+		require.True(t, ran)
+		require.ErrorIs(t, err, boom)
+
+		func() {
+			defer func() { require.Equal(t, "panic in fn", recover()) }()
+			_, _ = l.TryDo(ctx, "trydo", nil, func(context.Context, *batonlock.Lease) error { panic("panic in fn") })
+		}()
+		ran, err = l.TryDo(ctx, "trydo", nil, func(context.Context, *batonlock.Lease) error { return nil })
+		require.True(t, ran, "a panicking fn must still release")
+		require.NoError(t, err)
+	})
+}
+
+func TestDoReportsLostLease(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.Driver) {
+		l := newLocker(t, d, nil)
+		ctx := context.Background()
+		var calls atomic.Int32
+		err := l.Do(ctx, "dolost", &batonlock.AcquireOpts{TTL: 100 * time.Millisecond, NoHeartbeat: true}, func(ctx context.Context, lease *batonlock.Lease) error {
+			calls.Add(1)
+			<-ctx.Done() // the lease runs out under fn
+			require.ErrorIs(t, context.Cause(ctx), batonlock.ErrLeaseExpired)
+			time.Sleep(50 * time.Millisecond) // and the backend's expiry passes too
+			return nil
+		})
+		require.ErrorIs(t, err, batonlock.ErrNotHeld)
+		require.Equal(t, int32(1), calls.Load())
+	})
+}
