@@ -1,0 +1,61 @@
+-- acquire_clientclock.lua: BROKEN ON PURPOSE, for the contention tests only.
+-- lua/acquire.lua with one change: "now" is the caller's wall clock
+-- (ARGV[8], ms) instead of the server's TIME, as lock libraries that trust
+-- client clocks do. A caller whose clock runs ahead sees live holders as
+-- expired and grants their slots again. Everything below the contract is
+-- lua/acquire.lua verbatim except the line marked BROKEN;
+-- TestBrokenClientClock fails if the two drift apart.
+--
+-- ARGV[1..7] as in lua/acquire.lua
+-- ARGV[8] the caller's clock in ms since the Unix epoch
+local token, ttl, mode = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local now = tonumber(ARGV[8]) -- BROKEN: the client's clock, not TIME
+
+local cfg = redis.call('HMGET', C, 'limit', 'dlimit')
+if cfg[2] ~= ARGV[3] then
+  redis.call('HSET', C, 'dlimit', ARGV[3])
+end
+local limit = limit_of(cfg[1], ARGV[3])
+
+settle(now, limit, ARGV[6])
+
+local function next_expiry()
+  local first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
+  if #first == 0 then return 0 end
+  return tonumber(first[2]) - now
+end
+
+if mode == 'recheck' then
+  local pos = redis.call('ZRANK', W, token)
+  if pos then
+    local wttl = tonumber(ARGV[5])
+    redis.call('ZADD', X, now + wttl, token)
+    keep(W, wttl); keep(X, wttl); keep(I, wttl)
+    return {0, 0, 0, pos + 1, next_expiry(), now}
+  end
+  local held = find_holder(token)
+  if held then
+    local fence = string.match(held, '^(%d+):')
+    return {1, tonumber(fence), tonumber(redis.call('ZSCORE', H, held)) - now, 0, 0, now}
+  end
+  -- The place expired and no grant is left (a long pause): queue again below.
+end
+
+if redis.call('EXISTS', W) == 0 and redis.call('ZCARD', H) < limit then
+  local fence = redis.call('HINCRBY', C, 'fence', 1)
+  redis.call('ZADD', H, now + ttl, fence .. ':' .. token)
+  keep(H, ttl)
+  return {1, fence, ttl, 0, 0, now}
+end
+
+if mode == 'try' then
+  return {0, 0, 0, 0, next_expiry(), now}
+end
+
+local wttl = tonumber(ARGV[5])
+local seq = redis.call('HINCRBY', C, 'seq', 1)
+redis.call('ZADD', W, seq, token)
+redis.call('ZADD', X, now + wttl, token)
+redis.call('HSET', I, token, ARGV[2] .. '|' .. ARGV[7])
+keep(W, wttl); keep(X, wttl); keep(I, wttl)
+return {0, 0, 0, redis.call('ZCARD', W), next_expiry(), now}

@@ -1,0 +1,172 @@
+// Package lockcheck records histories of lock operations and checks them.
+//
+// A history is one Event per attempt to take a slot of a key: when the call
+// started, when it was surely queued, when it returned, the fence it was
+// granted, and when its release was called and returned. Processes on one
+// machine record with Now (CLOCK_MONOTONIC), so their histories merge into
+// one. The checkers then verify what Baton promises of every key:
+//
+//   - CheckOverlap: at no instant do more callers believe they hold a slot
+//     of a key than its limit;
+//   - CheckFences: fences are unique and follow real time: a grant that
+//     returned before another was called has the smaller fence;
+//   - CheckFIFO: a waiter that was surely queued before another caller
+//     started is granted first; no TryAcquire barges ahead of it;
+//   - CheckLinearizable: the grants and releases are linearizable as a
+//     semaphore of limit slots with a fence counter (porcupine).
+//
+// The checkers assume that no lease ended other than by its release: the
+// workload's TTL must far exceed its hold times. A release that reports the
+// lease not held is then itself a violation.
+package lockcheck
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// Kind is how an operation asked for a slot.
+type Kind string
+
+const (
+	// Acquire waits in the key's queue (batonlock.Locker.Acquire).
+	Acquire Kind = "acquire"
+	// TryAcquire makes one attempt (batonlock.Locker.TryAcquire).
+	TryAcquire Kind = "try"
+)
+
+// ReleaseResult is what a release of a granted slot reported.
+type ReleaseResult string
+
+const (
+	// NotReleased: the slot was not granted, or the history ended first.
+	NotReleased ReleaseResult = ""
+	// Released: the release gave back a held slot.
+	Released ReleaseResult = "ok"
+	// NotHeld: the release found the lease no longer held.
+	NotHeld ReleaseResult = "notheld"
+	// ReleaseFailed: the release returned an error; whether it took effect
+	// is unknown.
+	ReleaseFailed ReleaseResult = "error"
+)
+
+// Event is one operation of a history. Times are Now values; zero means
+// "did not happen".
+type Event struct {
+	// Proc and G identify the process and goroutine that made the call.
+	Proc int `json:"proc"`
+	G    int `json:"g"`
+
+	Key   string `json:"key"`
+	Limit int    `json:"limit"`
+	Kind  Kind   `json:"kind"`
+
+	// Call is taken just before the call, Return just after it.
+	Call int64 `json:"call"`
+	// Queued is taken in AcquireOpts.OnWait, which runs after the call that
+	// queued the caller returned: from Queued on, the caller was surely in
+	// the key's queue (or already granted). Zero if it never queued.
+	Queued int64 `json:"queued,omitempty"`
+	Return int64 `json:"ret"`
+
+	// OK reports that a slot was granted, with fencing token Fence.
+	OK    bool   `json:"ok"`
+	Fence uint64 `json:"fence,omitempty"`
+	// Err is "timeout" for an Acquire that gave up when its context ended,
+	// else the error of a call that failed other than with "not acquired".
+	Err string `json:"err,omitempty"`
+
+	// ReleaseCall and ReleaseReturn bracket the release of a granted slot.
+	ReleaseCall   int64         `json:"relCall,omitempty"`
+	ReleaseReturn int64         `json:"relRet,omitempty"`
+	Release       ReleaseResult `json:"rel,omitempty"`
+}
+
+// Recorder collects events from many goroutines and, if it has a writer,
+// writes each as one JSON line. It is safe for concurrent use.
+type Recorder struct {
+	mu     sync.Mutex
+	w      *bufio.Writer
+	enc    *json.Encoder
+	err    error
+	events []Event
+}
+
+// NewRecorder returns a Recorder writing to w; nil w keeps events only in
+// memory.
+func NewRecorder(w io.Writer) *Recorder {
+	r := &Recorder{}
+	if w != nil {
+		r.w = bufio.NewWriter(w)
+		r.enc = json.NewEncoder(r.w)
+	}
+	return r
+}
+
+// Record adds e to the history.
+func (r *Recorder) Record(e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+	if r.enc != nil && r.err == nil {
+		r.err = r.enc.Encode(e)
+	}
+}
+
+// Events returns a copy of the events recorded so far.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// Flush writes buffered lines and returns the first write error.
+func (r *Recorder) Flush() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.w != nil && r.err == nil {
+		r.err = r.w.Flush()
+	}
+	return r.err
+}
+
+// Decode reads JSON lines written by a Recorder.
+func Decode(rd io.Reader) ([]Event, error) {
+	dec := json.NewDecoder(rd)
+	dec.DisallowUnknownFields()
+	var out []Event
+	for {
+		var e Event
+		err := dec.Decode(&e)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("lockcheck: event %d: %w", len(out)+1, err)
+		}
+		out = append(out, e)
+	}
+}
+
+// ReadFiles decodes and concatenates the histories in paths.
+func ReadFiles(paths ...string) ([]Event, error) {
+	var all []Event
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("lockcheck: %w", err)
+		}
+		h, err := Decode(f)
+		_ = f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("lockcheck: %s: %w", p, err)
+		}
+		all = append(all, h...)
+	}
+	return all, nil
+}
