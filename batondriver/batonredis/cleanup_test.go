@@ -1,0 +1,299 @@
+package batonredis
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/batonlock"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// Nothing grows without bound: once a key is idle, the only name it leaves in
+// Redis is its ":c" hash (fence and arrival counters, limits), which is kept
+// forever so that fencing tokens never repeat. Holders, waiters and waiter
+// info carry expiries and are deleted by the script that empties them.
+
+// cleanupSetup returns a client on the shared server, a driver with a prefix
+// of its own, and a Locker on it.
+func cleanupSetup(t *testing.T) (rueidis.Client, *Driver, *batonlock.Locker) {
+	t.Helper()
+	client := newClient(t, redistest.SharedServer(t).Addr())
+	d := newDriver(t, client)
+	l, err := batonlock.New(d, nil)
+	require.NoError(t, err)
+	return client, d, l
+}
+
+// cleanupKeys lists every key under the driver's prefix with SCAN.
+func cleanupKeys(t *testing.T, client rueidis.Client, d *Driver) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var keys []string
+	var cursor uint64
+	for {
+		e, err := client.Do(ctx, client.B().Scan().Cursor(cursor).Match(d.prefix+":*").Count(1000).Build()).AsScanEntry()
+		require.NoError(t, err)
+		keys = append(keys, e.Elements...)
+		if cursor = e.Cursor; cursor == 0 {
+			break
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// cleanupWaitGone waits until none of names exists, for at most limit.
+func cleanupWaitGone(t *testing.T, client rueidis.Client, limit time.Duration, names ...string) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(limit)
+	for {
+		n, err := client.Do(ctx, client.B().Exists().Key(names...).Build()).AsInt64()
+		require.NoError(t, err)
+		if n == 0 {
+			return time.Now()
+		}
+		require.Falsef(t, time.Now().After(deadline), "%v still exist after %v", names, limit)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// cleanupPTTL returns the PTTL of name in milliseconds.
+func cleanupPTTL(t *testing.T, client rueidis.Client, name string) int64 {
+	t.Helper()
+	ms, err := client.Do(context.Background(), client.B().Pttl().Key(name).Build()).AsInt64()
+	require.NoError(t, err)
+	return ms
+}
+
+func TestIdleKeyCleanup(t *testing.T) {
+	t.Parallel()
+
+	// A semaphore of 3 is filled, waited on, given up on and released:
+	// afterwards only the ":c" hash is left, with no expiry.
+	t.Run("released", func(t *testing.T) {
+		t.Parallel()
+		client, d, l := cleanupSetup(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		key := "customer:12345"
+		opts := &batonlock.AcquireOpts{Limit: 3, TTL: 5 * time.Second}
+
+		var leases []*batonlock.Lease
+		for range 3 {
+			ls, err := l.TryAcquire(ctx, key, opts)
+			require.NoError(t, err)
+			leases = append(leases, ls)
+		}
+		t.Cleanup(func() {
+			for _, ls := range leases {
+				_ = ls.Release(context.Background())
+			}
+		})
+
+		// A waiter that will be granted, and one behind it that gives up.
+		type result struct {
+			lease *batonlock.Lease
+			err   error
+		}
+		first, second := make(chan result, 1), make(chan result, 1)
+		firstQueued, secondQueued := make(chan int, 1), make(chan int, 1)
+		go func() {
+			ls, err := l.Acquire(ctx, key, &batonlock.AcquireOpts{Limit: 3, TTL: 5 * time.Second,
+				OnWait: func(p int) { firstQueued <- p }})
+			first <- result{ls, err}
+		}()
+		require.Equal(t, 1, <-firstQueued)
+		giveUpCtx, giveUp := context.WithCancel(ctx)
+		go func() {
+			ls, err := l.Acquire(giveUpCtx, key, &batonlock.AcquireOpts{Limit: 3, TTL: 5 * time.Second,
+				OnWait: func(p int) { secondQueued <- p }})
+			second <- result{ls, err}
+		}()
+		require.Equal(t, 2, <-secondQueued)
+		giveUp()
+		r := <-second
+		require.ErrorIs(t, r.err, context.Canceled)
+
+		require.NoError(t, leases[0].Release(ctx))
+		r = <-first
+		require.NoError(t, r.err)
+		leases = append(leases, r.lease)
+		for _, ls := range leases[1:] {
+			require.NoError(t, ls.Release(ctx))
+		}
+
+		c := d.lockKeys(key).keys[4]
+		require.Equal(t, []string{c}, cleanupKeys(t, client, d))
+		require.EqualValues(t, -1, cleanupPTTL(t, client, c), "the counters are kept forever")
+		fields, err := client.Do(ctx, client.B().Hgetall().Key(c).Build()).AsStrMap()
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"fence": "4", "seq": "2", "dlimit": "3"}, fields)
+
+		// The cost of an idle key, for the docs.
+		for _, k := range []string{key, strings.Repeat("k", 64)} {
+			if k != key {
+				ls, err := l.TryAcquire(ctx, k, nil)
+				require.NoError(t, err)
+				require.NoError(t, ls.Release(ctx))
+			}
+			name := d.lockKeys(k).keys[4]
+			usage, err := client.Do(ctx, client.B().MemoryUsage().Key(name).Samples(0).Build()).AsInt64()
+			require.NoError(t, err)
+			enc, err := client.Do(ctx, client.B().ObjectEncoding().Key(name).Build()).ToString()
+			require.NoError(t, err)
+			t.Logf("idle key %q: MEMORY USAGE %d bytes (%s, name of %d bytes)", name, usage, enc, len(name))
+		}
+	})
+
+	// A holder that crashes (no heartbeat, no release) leaves no ":h" key:
+	// the holders key expires with its last lease.
+	t.Run("crashed holder", func(t *testing.T) {
+		t.Parallel()
+		client, d, l := cleanupSetup(t)
+		ctx := context.Background()
+		const ttl = 200 * time.Millisecond
+		key := "crashed-holder"
+		h := d.lockKeys(key).keys[0]
+
+		lease, err := l.TryAcquire(ctx, key, &batonlock.AcquireOpts{TTL: ttl, NoHeartbeat: true})
+		require.NoError(t, err)
+		acquired := time.Now()
+		pttl := cleanupPTTL(t, client, h)
+		require.Greater(t, pttl, int64(0))
+		require.LessOrEqual(t, pttl, ttl.Milliseconds())
+
+		// Never released: the lease ends on its own, then the key goes.
+		select {
+		case <-lease.Done():
+		case <-time.After(2 * time.Second):
+			require.FailNow(t, "lease without heartbeat did not end")
+		}
+		require.ErrorIs(t, lease.Err(), batonlock.ErrLeaseExpired)
+		gone := cleanupWaitGone(t, client, time.Second, h)
+		t.Logf("holders key gone %v after acquire", gone.Sub(acquired))
+		require.Equal(t, []string{d.lockKeys(key).keys[4]}, cleanupKeys(t, client, d))
+	})
+
+	// A waiter whose process died stops refreshing its place: the next
+	// release skips it and grants the waiter behind it, and the waiter keys
+	// are emptied and deleted by that release.
+	t.Run("dead waiter skipped", func(t *testing.T) {
+		t.Parallel()
+		client, d, l := cleanupSetup(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		key := "dead-waiter-skipped"
+
+		held, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{
+			Key: key, Token: "holder", Limit: 1, TTL: 5 * time.Second,
+		})
+		require.NoError(t, err)
+		require.True(t, held.Granted)
+		dead, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{
+			Key: key, Token: "dead", Limit: 1, TTL: 5 * time.Second, Wait: true, WaitTTL: 200 * time.Millisecond,
+		})
+		require.NoError(t, err)
+		require.Equal(t, 1, dead.Position)
+
+		queued := make(chan int, 1)
+		type result struct {
+			lease *batonlock.Lease
+			err   error
+		}
+		live := make(chan result, 1)
+		go func() {
+			ls, err := l.Acquire(ctx, key, &batonlock.AcquireOpts{TTL: 5 * time.Second, OnWait: func(p int) { queued <- p }})
+			live <- result{ls, err}
+		}()
+		require.Equal(t, 2, <-queued, "the live waiter queues behind the dead one")
+
+		// Once the dead waiter's place has expired it is no longer listed.
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			info, err := l.Inspect(ctx, key)
+			require.NoError(t, err)
+			if info.WaiterCount == 1 {
+				require.NotEqual(t, "dead", info.Waiters[0].Token)
+				break
+			}
+			require.False(t, time.Now().After(deadline), "the dead waiter's place did not expire")
+			time.Sleep(20 * time.Millisecond)
+		}
+
+		rel, err := d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: "holder", Fence: held.Fence})
+		require.NoError(t, err)
+		require.Equal(t, &batondriver.LockReleaseResult{Released: true, Promoted: 1}, rel)
+		var r result
+		select {
+		case r = <-live:
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "the live waiter was not granted")
+		}
+		require.NoError(t, r.err)
+		t.Cleanup(func() { _ = r.lease.Release(context.Background()) })
+		info, err := l.Inspect(ctx, key)
+		require.NoError(t, err)
+		require.Len(t, info.Holders, 1)
+		require.Equal(t, r.lease.Token(), info.Holders[0].Token)
+		require.Equal(t, r.lease.Fence(), info.Holders[0].Fence)
+		require.Zero(t, info.WaiterCount)
+
+		// The release that promoted the live waiter reaped the dead one:
+		// the waiter keys are empty, so they are gone already.
+		k := d.lockKeys(key)
+		require.Equal(t, cleanupSorted(k.keys[0], k.keys[4]), cleanupKeys(t, client, d))
+		require.NoError(t, r.lease.Release(ctx))
+		require.Equal(t, []string{k.keys[4]}, cleanupKeys(t, client, d))
+	})
+
+	// With nobody left to touch the key, a dead waiter's keys expire after
+	// WaitTTL, and a crashed holder's after its TTL.
+	t.Run("dead waiter expires", func(t *testing.T) {
+		t.Parallel()
+		client, d, _ := cleanupSetup(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		key := "dead-waiter-expires"
+		const waitTTL, ttl = 200 * time.Millisecond, 400 * time.Millisecond
+		k := d.lockKeys(key)
+		h, w, x, i, c := k.keys[0], k.keys[1], k.keys[2], k.keys[3], k.keys[4]
+
+		start := time.Now()
+		held, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{
+			Key: key, Token: "crashed", Limit: 1, TTL: ttl,
+		})
+		require.NoError(t, err)
+		require.True(t, held.Granted)
+		dead, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{
+			Key: key, Token: "dead", Limit: 1, TTL: time.Second, Wait: true, WaitTTL: waitTTL,
+		})
+		require.NoError(t, err)
+		require.Equal(t, 1, dead.Position)
+		require.Equal(t, cleanupSorted(h, w, x, i, c), cleanupKeys(t, client, d))
+		for _, name := range []string{w, x, i} {
+			pttl := cleanupPTTL(t, client, name)
+			require.Greater(t, pttl, int64(0), name)
+			require.LessOrEqual(t, pttl, waitTTL.Milliseconds(), name)
+		}
+
+		waitersGone := cleanupWaitGone(t, client, 2*time.Second, w, x, i)
+		holdersGone := cleanupWaitGone(t, client, 2*time.Second, h)
+		t.Logf("waiter keys gone %v, holders key gone %v after start", waitersGone.Sub(start), holdersGone.Sub(start))
+		require.Equal(t, []string{c}, cleanupKeys(t, client, d))
+	})
+}
+
+func cleanupSorted(s ...string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
