@@ -76,7 +76,9 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *AcquireOpts) 
 // Acquire takes a slot of key, waiting in first-come, first-served order
 // until one is granted or ctx ends. A waiter is woken only when a slot is
 // granted to it; it does not poll. If ctx ends, Acquire leaves the queue,
-// gives back a slot granted meanwhile, and returns ctx's error.
+// gives back a slot granted meanwhile, and returns ctx's error; it waits at
+// most 100ms for an unreachable backend to confirm that, after which the
+// place expires on its own (Config.WaitTTL).
 func (l *Locker) Acquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
 	r, err := l.resolve(key, opts)
 	if err != nil {
@@ -144,12 +146,24 @@ func (l *Locker) recheckIn(res *batondriver.LockAcquireResult) time.Duration {
 }
 
 // giveBack removes a waiter that stops waiting, and releases a slot granted
-// to it meanwhile. If this fails, the place and the slot expire on their own.
+// to it meanwhile. A healthy backend answers at once; an unreachable one
+// must not hold Acquire past its context for long, so giveBack waits at most
+// 100ms and lets the attempt go on in the background while the waiter's
+// place lives. If it fails, the place and any slot granted to it expire on
+// their own.
 func (l *Locker) giveBack(ctx context.Context, key, token string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if _, err := l.driver.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: token}); err != nil {
-		l.log.Warn("batonlock: giving back an abandoned wait failed; it expires on its own", "key", key, "err", err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.waitTTL)
+		defer cancel()
+		if _, err := l.driver.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: token}); err != nil {
+			l.log.Warn("batonlock: giving back an abandoned wait failed; it expires on its own", "key", key, "err", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(100 * time.Millisecond):
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -259,7 +258,6 @@ func TestContention(t *testing.T) {
 func TestContentionCluster(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.StartClusterT(t)
-	t.Cleanup(func() { contentionAwaitConnClosers(t) }) // after the clients close
 	prefix := "t" + randomHex(6)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("prefix %s, seed %d", prefix, seed)
@@ -276,35 +274,6 @@ func TestContentionCluster(t *testing.T) {
 		Keys: contentionKeys, Goroutines: 16, Duration: 3 * time.Second, MaxOps: 400, Seed: seed,
 	}
 	contentionCheck(t, contentionRun(t, lockers, w), 2)
-}
-
-// contentionAwaitConnClosers waits (up to 10s) until no rueidis cluster
-// client has goroutines left that outlive Client.Close: a delayed topology
-// refresh, and the closing of connections a refresh replaced, 5s later.
-// TestMain's leak check would report them. Register it before creating the
-// cluster clients, so that it runs after they are closed.
-func contentionAwaitConnClosers(t *testing.T) {
-	start := time.Now()
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n == len(buf) {
-			buf = make([]byte, 2*len(buf))
-			continue
-		}
-		if !bytes.Contains(buf[:n], []byte("rueidis.(*clusterClient)._refresh.func")) &&
-			!bytes.Contains(buf[:n], []byte("rueidis.(*call).DelayDo.func")) {
-			break
-		}
-		if time.Since(start) > 10*time.Second {
-			t.Log("rueidis cluster client goroutines still running after 10s")
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if d := time.Since(start); d > 100*time.Millisecond {
-		t.Logf("waited %v for rueidis cluster client goroutines", d.Round(time.Millisecond))
-	}
 }
 
 // contentionRun runs w on each locker at once, the i-th as process i, and

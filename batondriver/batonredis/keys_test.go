@@ -168,7 +168,6 @@ func FuzzDecodeKey(f *testing.F) {
 func TestOddKeysAcrossCluster(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.SharedCluster(t)
-	faultAwaitRefreshes(t) // see faults_test.go
 	client := newClient(t, cluster.Addrs()...)
 	d := newDriver(t, client)
 	l, err := batonlock.New(d, &batonlock.Config{TTL: 10 * time.Second})

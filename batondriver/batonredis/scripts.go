@@ -40,7 +40,10 @@ func newScripts() *scripts {
 		release:  compile(luaRelease),
 		extend:   compile(luaExtend),
 		setLimit: compile(luaSetLimit),
-		inspect:  rueidis.NewLuaScriptReadOnly(luaLib + "\n" + luaInspect),
+		// Read-only, but not sent as EVALSHA_RO: rueidis retries read-only
+		// commands on network errors without end, and an unreachable
+		// server must give a clear error here as everywhere else.
+		inspect: compile(luaInspect),
 	}
 }
 

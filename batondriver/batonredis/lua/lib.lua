@@ -6,7 +6,7 @@
 --   KEYS[2] W  sorted set of waiters: member token, score = arrival sequence (FIFO order)
 --   KEYS[3] X  sorted set of waiters: member token, score = expiry of the waiter's place
 --   KEYS[4] I  hash: waiter token -> "ttl_ms|listener id" (lease TTL to grant, whom to notify)
---   KEYS[5] C  hash: fence (last fencing token), seq (last arrival number),
+--   KEYS[5] C  hash: fence (last fencing token, see next_fence), seq (last arrival number),
 --              limit (override from set-limit), dlimit (default from acquirers)
 --
 -- H, W, X and I carry expiries and vanish when empty; C lives forever so that
@@ -17,6 +17,24 @@ local H, W, X, I, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- An integer as a string. Lua's own conversion keeps only 14 digits, and
+-- fences have 16.
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- The key's next fencing token: one more than the last, and never less than
+-- the server's time in ms times 1024. The floor keeps fences rising across a
+-- restart that lost the counter and across a failover to a replica that
+-- missed the last grants, provided the server clock did not go back and the
+-- key saw fewer than 1024 grants a millisecond. (Exact in a Lua number, a
+-- double, until the year 2248.)
+local function next_fence(now)
+  local fence = math.max(tonumber(redis.call('HGET', C, 'fence') or 0) + 1, now * 1024)
+  redis.call('HSET', C, 'fence', int(fence))
+  return fence
 end
 
 -- The effective limit: the override if one is stored, else the default.
@@ -56,11 +74,11 @@ local function promote(now, limit, channel_prefix)
     redis.call('HDEL', I, head)
     local ttl, listener = string.match(info, '^(%d+)|(.*)$')
     ttl = tonumber(ttl) or 1
-    local fence = redis.call('HINCRBY', C, 'fence', 1)
-    redis.call('ZADD', H, now + ttl, fence .. ':' .. head)
+    local fence = next_fence(now)
+    redis.call('ZADD', H, now + ttl, int(fence) .. ':' .. head)
     keep(H, ttl)
     if listener and listener ~= '' then
-      redis.call('SPUBLISH', channel_prefix .. listener, head .. '|' .. fence .. '|' .. now .. '|' .. ttl)
+      redis.call('SPUBLISH', channel_prefix .. listener, head .. '|' .. int(fence) .. '|' .. int(now) .. '|' .. ttl)
     end
     free = free - 1
     n = n + 1

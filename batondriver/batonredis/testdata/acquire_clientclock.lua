@@ -42,8 +42,8 @@ if mode == 'recheck' then
 end
 
 if redis.call('EXISTS', W) == 0 and redis.call('ZCARD', H) < limit then
-  local fence = redis.call('HINCRBY', C, 'fence', 1)
-  redis.call('ZADD', H, now + ttl, fence .. ':' .. token)
+  local fence = next_fence(now)
+  redis.call('ZADD', H, now + ttl, int(fence) .. ':' .. token)
   keep(H, ttl)
   return {1, fence, ttl, 0, 0, now}
 end
