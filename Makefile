@@ -13,6 +13,11 @@ vet:
 demo:
 	$(GO) run ./cmd/baton demo
 
+# The contention checker for a minute instead of seconds: several processes,
+# many goroutines, every history checked.
+chaos:
+	BATON_CONTENTION_DURATION=60s $(GO) test -race -count=1 -timeout 30m -run 'TestContention$$' -v ./batondriver/batonredis/
+
 bench-locks:
 	cd bench && $(GO) run ./cmd/bench-locks
 
