@@ -177,10 +177,12 @@ func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
 }
 
 // Release gives the slot back; the next waiter is granted it in the same
-// step. It returns ErrNotHeld if the lease had already been lost (it
-// expired, or another holder may have had the slot since). Calling it again
-// after it succeeded, or after it reported ErrNotHeld, returns nil.
-// Whatever the result, the lease's context is cancelled.
+// step. It returns ErrNotHeld if the backend had already reclaimed the slot
+// (the lease expired and someone else may have had the slot since). A lease
+// that expired but was not reclaimed yet is released normally: nobody else
+// had it. Calling Release again after it succeeded, or after it reported
+// ErrNotHeld, returns nil. Whatever the result, the lease's context is
+// cancelled.
 func (ls *Lease) Release(ctx context.Context) error {
 	ls.mu.Lock()
 	if ls.released {
@@ -213,15 +215,21 @@ func (ls *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// run calls fn under the lease and releases it afterwards, even if fn panics.
+// run calls fn under the lease and releases it afterwards, even if fn
+// panics. If the lease ended while fn ran, the reason is joined to fn's
+// error: fn did not hold the slot throughout.
 func (ls *Lease) run(ctx context.Context, fn func(context.Context, *Lease) error) (err error) {
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
 	defer func() {
 		stop()
 		cancel(nil)
+		lost := ls.Err()
 		rerr := ls.Release(context.WithoutCancel(ctx))
-		if rerr != nil {
+		if lost != nil {
+			err = errors.Join(err, lost)
+		}
+		if rerr != nil && !errors.Is(lost, rerr) {
 			err = errors.Join(err, rerr)
 		}
 	}()

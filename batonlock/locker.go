@@ -169,8 +169,8 @@ func (l *Locker) giveBack(ctx context.Context, key, token string) {
 
 // TryDo runs fn while holding a slot of key, if one can be had at once. ran
 // reports whether fn ran; err is fn's error, or the error that stopped fn
-// from running (other than ErrNotAcquired), joined with ErrNotHeld if the
-// lease was lost before fn returned. fn's ctx ends when ctx does or the
+// from running (other than ErrNotAcquired), joined with the reason
+// (ErrLeaseExpired, ErrNotHeld) if the lease ended before fn returned. fn's ctx ends when ctx does or the
 // lease is lost. The slot is released when fn returns or panics.
 func (l *Locker) TryDo(ctx context.Context, key string, opts *AcquireOpts, fn func(ctx context.Context, lease *Lease) error) (ran bool, err error) {
 	lease, err := l.TryAcquire(ctx, key, opts)
@@ -184,8 +184,9 @@ func (l *Locker) TryDo(ctx context.Context, key string, opts *AcquireOpts, fn fu
 }
 
 // Do runs fn while holding a slot of key, waiting for one as Acquire does.
-// It returns fn's error, the error that stopped fn from running, or
-// ErrNotHeld joined in if the lease was lost before fn returned. fn's ctx
+// It returns fn's error or the error that stopped fn from running, joined
+// with the reason (ErrLeaseExpired, ErrNotHeld) if the lease ended before fn
+// returned. fn's ctx
 // ends when ctx does or the lease is lost. The slot is released when fn
 // returns or panics.
 func (l *Locker) Do(ctx context.Context, key string, opts *AcquireOpts, fn func(ctx context.Context, lease *Lease) error) error {

@@ -353,7 +353,7 @@ func TestDoReportsLostLease(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // and the backend's expiry passes too
 			return nil
 		})
-		require.ErrorIs(t, err, batonlock.ErrNotHeld)
+		require.ErrorIs(t, err, batonlock.ErrLeaseExpired)
 		require.Equal(t, int32(1), calls.Load())
 	})
 }

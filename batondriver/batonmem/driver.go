@@ -222,8 +222,10 @@ func (d *Driver) LockRelease(_ context.Context, p *batondriver.LockReleaseParams
 		s.waiters.Remove(e)
 		delete(s.byToken, p.Token)
 	} else if h := s.holders[p.Token]; h != nil && (p.Fence == 0 || p.Fence == h.fence) {
+		// Held until reclaimed: an expired lease that no transition removed
+		// yet was not had by anyone else (as on Redis).
 		delete(s.holders, p.Token)
-		res.Released = h.expires.After(now)
+		res.Released = true
 	}
 	res.Promoted = d.settle(p.Key, d.meta[p.Key], s, now)
 	return res, nil

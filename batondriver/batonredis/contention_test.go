@@ -381,11 +381,11 @@ func TestBrokenReleaseDel(t *testing.T) {
 // checker can catch it.
 func TestBrokenLIFO(t *testing.T) {
 	t.Parallel()
-	const fifo = "local head = redis.call('ZRANGE', W, 0, 0)[1]"
+	const fifo = "local head = redis.call('ZPOPMIN', W)[1]"
 	if strings.Count(luaLib, fifo) != 1 {
 		t.Fatalf("lua/lib.lua no longer picks the head of the queue with %q: update this test", fifo)
 	}
-	lib := strings.Replace(luaLib, fifo, "local head = redis.call('ZRANGE', W, -1, -1)[1] -- BROKEN: the newest waiter", 1)
+	lib := strings.Replace(luaLib, fifo, "local head = redis.call('ZPOPMAX', W)[1] -- BROKEN: the newest waiter", 1)
 	compileLIFO := func(body string) *rueidis.Lua { return rueidis.NewLuaScript(lib + "\n" + body) }
 	d := newDriver(t, newClient(t, redistest.SharedServer(t).Addr()))
 	d.scripts = &scripts{

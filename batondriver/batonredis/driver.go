@@ -146,7 +146,7 @@ func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleasePara
 	}
 	k := d.lockKeys(p.Key)
 	v, err := d.run(ctx, d.scripts.release, "release", p.Key, k.keys,
-		p.Token, utoa(p.Fence), k.channel, "1")
+		p.Token, utoa(p.Fence), k.channel)
 	if err != nil {
 		return nil, err
 	}

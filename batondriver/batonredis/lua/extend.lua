@@ -5,7 +5,7 @@
 -- ARGV[2] TTL in ms
 -- ARGV[3] channel prefix for grant notices
 --
--- Returns {extended (0|1), server ms}. An expired lease is never extended;
+-- Returns {extended (0|1), server ms}. An expired lease is never extended:
 -- if it is still listed it is removed and its slot handed on.
 local member, ttl = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
@@ -15,10 +15,9 @@ if not exp then
 end
 if tonumber(exp) <= now then
   redis.call('ZREM', H, member)
-  local cfg = redis.call('HMGET', C, 'limit', 'dlimit')
-  settle(now, limit_of(cfg[1], cfg[2]), ARGV[3])
+  settle(now, load(nil), ARGV[3])
   return {0, now}
 end
 redis.call('ZADD', H, 'XX', now + ttl, member)
-keep(H, ttl)
+redis.call('PEXPIRE', H, ttl, 'GT')
 return {1, now}

@@ -6,11 +6,15 @@
 --   KEYS[2] W  sorted set of waiters: member token, score = arrival sequence (FIFO order)
 --   KEYS[3] X  sorted set of waiters: member token, score = expiry of the waiter's place
 --   KEYS[4] I  hash: waiter token -> "ttl_ms|listener id" (lease TTL to grant, whom to notify)
---   KEYS[5] C  hash: fence (last fencing token, see next_fence), seq (last arrival number),
---              limit (override from set-limit), dlimit (default from acquirers)
+--   KEYS[5] C  hash: fence (last fencing token, see new_fence), seq (last arrival
+--              number), limit (override from set-limit), dlimit (default from acquirers)
 --
 -- H, W, X and I carry expiries and vanish when empty; C lives forever so that
 -- fencing tokens never repeat.
+--
+-- Every redis.call costs about a microsecond of the server's single thread,
+-- so the common paths make few: holders are reaped only when the key looks
+-- full, the configuration is read once and written at most once per script.
 local H, W, X, I, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 -- Server time in milliseconds. All expiry decisions use it.
@@ -25,28 +29,63 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- The key's state from C: st.limit is the override if one is stored, else
+-- default (the caller's), else the stored default, else 1.
+local function load(default)
+  local c = redis.call('HMGET', C, 'limit', 'dlimit', 'fence')
+  return {
+    limit = tonumber(c[1] or default or c[2] or 1),
+    dlimit = c[2],
+    fence = tonumber(c[3] or 0),
+    set = {},
+  }
+end
+
+-- Write back what changed in C, in one call.
+local function save(st)
+  if #st.set > 0 then
+    redis.call('HSET', C, unpack(st.set))
+  end
+end
+
 -- The key's next fencing token: one more than the last, and never less than
 -- the server's time in ms times 1024. The floor keeps fences rising across a
 -- restart that lost the counter and across a failover to a replica that
 -- missed the last grants, provided the server clock did not go back and the
 -- key saw fewer than 1024 grants a millisecond. (Exact in a Lua number, a
 -- double, until the year 2248.)
-local function next_fence(now)
-  local fence = math.max(tonumber(redis.call('HGET', C, 'fence') or 0) + 1, now * 1024)
-  redis.call('HSET', C, 'fence', int(fence))
-  return fence
+local function new_fence(st, now)
+  st.fence = math.max(st.fence + 1, now * 1024)
+  if not st.fence_set then
+    st.fence_set = true
+    table.insert(st.set, 'fence')
+    table.insert(st.set, '')
+    st.fence_at = #st.set
+  end
+  st.set[st.fence_at] = int(st.fence)
+  return st.fence
 end
 
--- The effective limit: the override if one is stored, else the default.
-local function limit_of(override, default)
-  return tonumber(override or default or 1)
-end
-
--- Make key live at least ms milliseconds more.
-local function keep(key, ms)
-  if redis.call('PTTL', key) < ms then
+-- Make key live at least ms more. existed: whether the key existed before
+-- this script wrote to it (our keys always carry an expiry once written).
+local function expire_at_least(key, ms, existed)
+  if existed then
+    redis.call('PEXPIRE', key, ms, 'GT')
+  else
     redis.call('PEXPIRE', key, ms)
   end
+end
+
+-- The number of live holders and whether H exists. Expired holders are
+-- removed only when they could stand in the way: when the key looks full.
+local function holders(now, limit)
+  local n = redis.call('ZCARD', H)
+  local existed = n > 0
+  if n > 0 and n >= limit then
+    redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
+    n = redis.call('ZCARD', H)
+  end
+  return n, existed
 end
 
 -- Drop waiters whose place expired (their process stopped refreshing it).
@@ -61,29 +100,43 @@ local function reap_waiters(now)
 end
 
 -- Grant free slots to the waiters at the head of the queue, in arrival order,
--- and notify each one on its listener's channel. Returns how many were granted.
-local function promote(now, limit, channel_prefix)
-  local free = limit - redis.call('ZCARD', H)
-  local n = 0
-  while free > 0 do
-    local head = redis.call('ZRANGE', W, 0, 0)[1]
-    if not head then break end
+-- and notify each one on its listener's channel. n is the number of live
+-- holders, existed whether H exists. Returns how many were granted, the new
+-- number of holders, and whether waiters may be left (false only when the
+-- queue is known to be empty).
+local function promote(st, now, n, existed, channel_prefix)
+  if n >= st.limit then
+    return 0, n, true
+  end
+  if redis.call('EXISTS', W) == 0 then
+    return 0, n, false
+  end
+  reap_waiters(now)
+  local granted, longest, more = 0, 0, true
+  while n < st.limit do
+    local head = redis.call('ZPOPMIN', W)[1]
+    if not head then
+      more = false
+      break
+    end
     local info = redis.call('HGET', I, head) or ''
-    redis.call('ZREM', W, head)
     redis.call('ZREM', X, head)
     redis.call('HDEL', I, head)
     local ttl, listener = string.match(info, '^(%d+)|(.*)$')
     ttl = tonumber(ttl) or 1
-    local fence = next_fence(now)
-    redis.call('ZADD', H, now + ttl, int(fence) .. ':' .. head)
-    keep(H, ttl)
+    local fence = int(new_fence(st, now))
+    redis.call('ZADD', H, now + ttl, fence .. ':' .. head)
     if listener and listener ~= '' then
-      redis.call('SPUBLISH', channel_prefix .. listener, head .. '|' .. int(fence) .. '|' .. int(now) .. '|' .. ttl)
+      redis.call('SPUBLISH', channel_prefix .. listener, head .. '|' .. fence .. '|' .. int(now) .. '|' .. ttl)
     end
-    free = free - 1
+    longest = math.max(longest, ttl)
     n = n + 1
+    granted = granted + 1
   end
-  return n
+  if granted > 0 then
+    expire_at_least(H, longest, existed)
+  end
+  return granted, n, more
 end
 
 -- Find the holder member of token (when its fence is unknown); H has at most
@@ -96,11 +149,11 @@ local function find_holder(token)
   return nil
 end
 
--- Release slots of expired holders and places of expired waiters, then give
--- free slots to waiters. Returns how many waiters were granted.
-local function settle(now, limit, channel_prefix)
-  redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
-  if redis.call('EXISTS', W) == 0 then return 0 end
-  reap_waiters(now)
-  return promote(now, limit, channel_prefix)
+-- Reap what stands in the way and give free slots to waiters; then save.
+-- Returns how many waiters were granted.
+local function settle(now, st, channel_prefix)
+  local n, existed = holders(now, st.limit)
+  local granted = promote(st, now, n, existed, channel_prefix)
+  save(st)
+  return granted
 end

@@ -6,34 +6,28 @@
 -- ARGV[2] fence of the held lease, or "0" for a waiter giving up that may
 --         have been granted meanwhile
 -- ARGV[3] channel prefix for grant notices
--- ARGV[4] default limit given by the caller
 --
--- Returns {released (1 if token held an unexpired slot), waiters granted}.
+-- Returns {released, waiters granted}. released is 1 if the token still held
+-- its slot: no transition had reclaimed it, so nobody else had it since. (A
+-- lease that expired but was not reclaimed yet counts as held: expired
+-- holders are removed only when they stand in someone's way.)
 local token = ARGV[1]
-local now = now_ms()
 local released = 0
 
-local member
 if ARGV[2] ~= '0' then
-  member = ARGV[2] .. ':' .. token
+  released = redis.call('ZREM', H, ARGV[2] .. ':' .. token)
 elseif redis.call('ZREM', W, token) == 1 then
   redis.call('ZREM', X, token)
   redis.call('HDEL', I, token)
 else
-  member = find_holder(token)
-end
-
-if member then
-  local exp = redis.call('ZSCORE', H, member)
-  if exp then
-    redis.call('ZREM', H, member)
-    if tonumber(exp) > now then released = 1 end
+  local member = find_holder(token)
+  if member then
+    released = redis.call('ZREM', H, member)
   end
 end
 
 local promoted = 0
 if redis.call('EXISTS', W) == 1 then
-  local cfg = redis.call('HMGET', C, 'limit', 'dlimit')
-  promoted = settle(now, limit_of(cfg[1], cfg[2] or ARGV[4]), ARGV[3])
+  promoted = settle(now_ms(), load(nil), ARGV[3])
 end
 return {released, promoted}

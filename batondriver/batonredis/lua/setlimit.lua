@@ -6,11 +6,9 @@
 -- ARGV[2] channel prefix for grant notices
 --
 -- Returns the number of waiters granted.
-local now = now_ms()
 if ARGV[1] == '' then
   redis.call('HDEL', C, 'limit')
 else
   redis.call('HSET', C, 'limit', ARGV[1])
 end
-local cfg = redis.call('HMGET', C, 'limit', 'dlimit')
-return settle(now, limit_of(cfg[1], cfg[2]), ARGV[2])
+return settle(now_ms(), load(nil), ARGV[2])

@@ -11,51 +11,62 @@
 local token, ttl, mode = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local now = tonumber(ARGV[8]) -- BROKEN: the client's clock, not TIME
 
-local cfg = redis.call('HMGET', C, 'limit', 'dlimit')
-if cfg[2] ~= ARGV[3] then
-  redis.call('HSET', C, 'dlimit', ARGV[3])
+local st = load(ARGV[3])
+if st.dlimit ~= ARGV[3] then
+  table.insert(st.set, 'dlimit')
+  table.insert(st.set, ARGV[3])
 end
-local limit = limit_of(cfg[1], ARGV[3])
-
-settle(now, limit, ARGV[6])
+local n, existed = holders(now, st.limit)
+local promoted, more
+promoted, n, more = promote(st, now, n, existed, ARGV[6])
+existed = existed or promoted > 0
 
 local function next_expiry()
   local first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
   if #first == 0 then return 0 end
-  return tonumber(first[2]) - now
+  return math.max(tonumber(first[2]) - now, 1)
 end
 
 if mode == 'recheck' then
-  local pos = redis.call('ZRANK', W, token)
-  if pos then
+  if redis.call('ZSCORE', W, token) then
+    save(st)
     local wttl = tonumber(ARGV[5])
     redis.call('ZADD', X, now + wttl, token)
-    keep(W, wttl); keep(X, wttl); keep(I, wttl)
-    return {0, 0, 0, pos + 1, next_expiry(), now}
+    redis.call('PEXPIRE', W, wttl, 'GT')
+    redis.call('PEXPIRE', X, wttl, 'GT')
+    redis.call('PEXPIRE', I, wttl, 'GT')
+    return {0, 0, 0, redis.call('ZRANK', W, token) + 1, next_expiry(), now}
   end
   local held = find_holder(token)
   if held then
+    save(st)
     local fence = string.match(held, '^(%d+):')
     return {1, tonumber(fence), tonumber(redis.call('ZSCORE', H, held)) - now, 0, 0, now}
   end
   -- The place expired and no grant is left (a long pause): queue again below.
 end
 
-if redis.call('EXISTS', W) == 0 and redis.call('ZCARD', H) < limit then
-  local fence = next_fence(now)
+-- With a free slot, promote() has emptied the queue: nobody is overtaken.
+if n < st.limit and not more then
+  local fence = new_fence(st, now)
   redis.call('ZADD', H, now + ttl, int(fence) .. ':' .. token)
-  keep(H, ttl)
+  expire_at_least(H, ttl, existed)
+  save(st)
   return {1, fence, ttl, 0, 0, now}
 end
+save(st)
 
 if mode == 'try' then
   return {0, 0, 0, 0, next_expiry(), now}
 end
 
 local wttl = tonumber(ARGV[5])
+local queued = redis.call('EXISTS', W) == 1
 local seq = redis.call('HINCRBY', C, 'seq', 1)
 redis.call('ZADD', W, seq, token)
 redis.call('ZADD', X, now + wttl, token)
 redis.call('HSET', I, token, ARGV[2] .. '|' .. ARGV[7])
-keep(W, wttl); keep(X, wttl); keep(I, wttl)
+expire_at_least(W, wttl, queued)
+expire_at_least(X, wttl, queued)
+expire_at_least(I, wttl, queued)
 return {0, 0, 0, redis.call('ZCARD', W), next_expiry(), now}

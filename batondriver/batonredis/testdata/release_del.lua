@@ -9,7 +9,6 @@
 -- ARGV[2] fence of the held lease, or "0" for a waiter giving up that may
 --         have been granted meanwhile
 -- ARGV[3] channel prefix for grant notices
--- ARGV[4] default limit given by the caller
 --
 -- Returns {released (1 if H existed), waiters granted}.
 local token = ARGV[1]
@@ -24,7 +23,6 @@ end
 
 local promoted = 0
 if redis.call('EXISTS', W) == 1 then
-  local cfg = redis.call('HMGET', C, 'limit', 'dlimit')
-  promoted = settle(now_ms(), limit_of(cfg[1], cfg[2] or ARGV[4]), ARGV[3])
+  promoted = settle(now_ms(), load(nil), ARGV[3])
 end
 return {released, promoted}
