@@ -67,8 +67,43 @@ func ExampleLocker_Do() {
 	// Output: total: 10
 }
 
-// A semaphore: at most 3 webhooks at once per customer, with the limit
-// changed at runtime for every process sharing the backend.
+// A semaphore: at most 3 deliveries at once per customer (seed S11); a
+// fourth waits its turn and runs as soon as a slot frees.
+func Example_semaphore() {
+	locker, _ := batonlock.New(batonmem.New(), nil)
+	ctx := context.Background()
+	opts := &batonlock.AcquireOpts{Limit: 3}
+
+	var held []*batonlock.Lease
+	for range 3 {
+		lease, _ := locker.TryAcquire(ctx, "webhooks:customer:7", opts)
+		held = append(held, lease)
+	}
+	fourth, queued := make(chan *batonlock.Lease), make(chan struct{})
+	go func() {
+		lease, _ := locker.Acquire(ctx, "webhooks:customer:7", &batonlock.AcquireOpts{
+			Limit: 3,
+			OnWait: func(pos int) {
+				fmt.Println("fourth waits at position", pos)
+				close(queued)
+			},
+		})
+		fourth <- lease
+	}()
+	<-queued
+	_ = held[0].Release(ctx) // hands the slot to the fourth in the same step
+	lease := <-fourth
+	fmt.Println("fourth runs with a fence above the first three:", lease.Fence() > held[2].Fence())
+	for _, l := range append(held[1:], lease) {
+		_ = l.Release(ctx)
+	}
+	// Output:
+	// fourth waits at position 1
+	// fourth runs with a fence above the first three: true
+}
+
+// A semaphore's limit is changed at runtime for every process sharing the
+// backend; 0 halts the key.
 func ExampleLocker_SetLimit() {
 	locker, _ := batonlock.New(batonmem.New(), nil)
 	ctx := context.Background()

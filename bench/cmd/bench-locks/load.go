@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Iteration limits: every load loop also stops on these, so that none can
+// run away even if its clock-based stop were broken.
+const (
+	maxPairIters    = 1 << 30 // per goroutine, uncontended (the in-memory rows do ~30M/s)
+	maxHandoffIters = 1 << 20 // per goroutine, contended
+)
+
+// counter is an atomic counter on a cache line of its own, so that
+// goroutines counting side by side do not slow each other down.
+type counter struct {
+	atomic.Int64
+	_ [56]byte
+}
+
+// firstError keeps the first error reported to it.
+type firstError struct {
+	once sync.Once
+	err  error
+}
+
+func (f *firstError) set(err error) { f.once.Do(func() { f.err = err }) }
+
+// window measures Redis counters across a measured window; with a nil
+// reader it measures nothing.
+type window struct {
+	stats      *statsReader
+	sent       *atomic.Int64 // the measured clients' command counter
+	before     redisSnap
+	sentBefore int64
+	delta      *redisSnap
+	cpuBefore  time.Duration
+	cpu        time.Duration // this process's CPU time in the window
+}
+
+func (w *window) start(ctx context.Context) error {
+	w.cpuBefore = processCPU()
+	if w.stats == nil {
+		return nil
+	}
+	s, err := w.stats.snap(ctx)
+	w.before, w.sentBefore = s, w.sent.Load()
+	return err
+}
+
+func (w *window) end(ctx context.Context) error {
+	w.cpu = processCPU() - w.cpuBefore
+	if w.stats == nil {
+		return nil
+	}
+	sent := w.sent.Load()
+	s, err := w.stats.snap(ctx)
+	if err != nil {
+		return err
+	}
+	d := s.sub(w.before)
+	d.client = sent - w.sentBefore
+	w.delta = &d
+	return nil
+}
+
+// waitGroup waits for wg, at most grace. It reports whether wg finished.
+func waitGroup(wg *sync.WaitGroup, grace time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(grace):
+		return false
+	}
+}
+
+// pairCell is the result of one uncontended cell.
+type pairCell struct {
+	goroutines int
+	pairs      int64 // completed pairs in the window
+	window     time.Duration
+	errs       int64 // failed pairs, whole run
+	firstErr   error
+	redis      *redisSnap    // counters' growth in the window; nil without Redis
+	cpu        time.Duration // this process's CPU time in the window
+}
+
+func (c pairCell) rate() float64 { return float64(c.pairs) / c.window.Seconds() }
+
+// add adds o's counts to c's.
+func (c *pairCell) add(o pairCell) {
+	c.goroutines = o.goroutines
+	c.pairs += o.pairs
+	c.window += o.window
+	c.errs += o.errs
+	c.cpu += o.cpu
+	if c.firstErr == nil {
+		c.firstErr = o.firstErr
+	}
+	if o.redis != nil {
+		if c.redis == nil {
+			c.redis = &redisSnap{cmds: map[string]cmdStat{}}
+		}
+		c.redis.add(*o.redis)
+	}
+}
+
+// pairMaker returns goroutine i's pair: one acquire and one release.
+type pairMaker func(i int) func(ctx context.Context) error
+
+// tryPair makes pairs of try on key prefix:i, then unlock.
+func tryPair(try lockFunc, prefix string) pairMaker {
+	return func(i int) func(context.Context) error {
+		key := fmt.Sprintf("%s:%d", prefix, i)
+		return func(ctx context.Context) error {
+			unlock, err := try(ctx, key)
+			if err != nil {
+				return err
+			}
+			return unlock(ctx)
+		}
+	}
+}
+
+// runPairs runs n goroutines, each repeating its pair, for p.warm unmeasured
+// and then p.pairCell measured.
+func runPairs(ctx context.Context, p plan, n int, mk pairMaker, stats *statsReader, sent *atomic.Int64) (pairCell, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.warm+p.pairCell+p.stopGrace)
+	defer cancel()
+	var (
+		stop   atomic.Bool
+		counts = make([]counter, n)
+		errs   atomic.Int64
+		first  firstError
+		wg     sync.WaitGroup
+	)
+	for i := range n {
+		pair := mk(i)
+		wg.Go(func() {
+			for it := 0; it < maxPairIters && !stop.Load() && ctx.Err() == nil; it++ {
+				if err := pair(ctx); err != nil {
+					errs.Add(1)
+					first.set(err)
+					continue
+				}
+				counts[i].Add(1)
+			}
+		})
+	}
+	sum := func() (s int64) {
+		for i := range counts {
+			s += counts[i].Load()
+		}
+		return s
+	}
+
+	time.Sleep(p.warm)
+	w := window{stats: stats, sent: sent}
+	err := w.start(ctx)
+	before, t0 := sum(), time.Now()
+	time.Sleep(p.pairCell)
+	after, t1 := sum(), time.Now()
+	err = errors.Join(err, w.end(ctx))
+	stop.Store(true)
+	if !waitGroup(&wg, p.stopGrace) {
+		cancel()
+		err = errors.Join(err, fmt.Errorf("%d goroutines did not stop within %v", n, p.stopGrace))
+	}
+	return pairCell{
+		goroutines: n, pairs: after - before, window: t1.Sub(t0),
+		errs: errs.Load(), firstErr: first.err, redis: w.delta, cpu: w.cpu,
+	}, err
+}
+
+// section is the nominal critical section of the contended runs. By
+// default it is a time.Sleep, not a busy-wait: with hundreds of goroutines
+// on 2 cores a busy-wait takes CPU the lock itself needs. The actual length
+// is measured and the ideal rate computed from it. -busy switches to a
+// busy-wait of exactly section.
+const section = time.Millisecond
+
+// busySection is set by -busy.
+var busySection bool
+
+// hold spends the critical section.
+func hold() {
+	if !busySection {
+		time.Sleep(section)
+		return
+	}
+	for start := time.Now(); time.Since(start) < section; {
+	}
+}
+
+// handoffCell is the result of one contended cell.
+type handoffCell struct {
+	name     string
+	waiters  int
+	window   time.Duration
+	acquired int64   // acquisitions returned in the window
+	perG     []int64 // the same, per goroutine
+	// sectionMean is the measured mean length of the critical section.
+	sectionMean time.Duration
+	// waits are Acquire call-to-return times; grants are the times from the
+	// previous holder calling Release to Acquire returning; releases are
+	// Release call-to-return times. All for acquisitions in the window.
+	waits, grants, releases []time.Duration
+	// pings are round trips of PING on an idle connection of its own, one
+	// every 5ms during the window: the floor any handoff through Redis pays.
+	pings    []time.Duration
+	failed   int64 // blocking acquires that gave up or failed in the window
+	firstErr error
+	redis    *redisSnap
+	cpu      time.Duration // this process's CPU time in the window
+}
+
+// rate is acquisitions (= critical sections) per second.
+func (c handoffCell) rate() float64 { return float64(c.acquired) / c.window.Seconds() }
+
+// ideal is the rate at which sections could follow each other with no gap.
+func (c handoffCell) ideal() float64 { return 1 / c.sectionMean.Seconds() }
+
+// runHandoff runs n goroutines on one key of limit 1. Each loops: blocking
+// acquire, sleep for section, release. The shared timestamp lastRelease is
+// set by a holder just before it calls Release; the next holder's Acquire
+// returning reads it to time the handoff. Only one goroutine holds the lock
+// at a time, so it always reads the release of its predecessor.
+func runHandoff(ctx context.Context, p plan, im *impl, n int, key string, stats *statsReader) (handoffCell, error) {
+	name, wait := im.name, im.wait
+	runCtx, cancel := context.WithTimeout(ctx, p.handWarm+p.handoff+p.stopGrace)
+	defer cancel()
+	epoch := time.Now()
+	since := func() int64 { return int64(time.Since(epoch)) } // monotonic
+
+	type worker struct {
+		acquired                int64
+		secSum                  time.Duration
+		waits, grants, releases []time.Duration
+		failed                  int64
+	}
+	var (
+		measuring   atomic.Bool
+		lastRelease atomic.Int64
+		workers     = make([]worker, n)
+		first       firstError
+		wg          sync.WaitGroup
+	)
+	for i := range n {
+		w := &workers[i]
+		wg.Go(func() {
+			for it := 0; it < maxHandoffIters && runCtx.Err() == nil; it++ {
+				t0 := since()
+				unlock, err := wait(runCtx, key)
+				t1 := since()
+				if err != nil {
+					if runCtx.Err() != nil {
+						return // stopping
+					}
+					if measuring.Load() {
+						w.failed++
+					}
+					first.set(err)
+					continue
+				}
+				in := measuring.Load()
+				if in {
+					w.acquired++
+					w.waits = append(w.waits, time.Duration(t1-t0))
+					if lr := lastRelease.Load(); lr > 0 {
+						w.grants = append(w.grants, time.Duration(t1-lr))
+					}
+				}
+				hold()
+				t2 := since()
+				if in {
+					w.secSum += time.Duration(t2 - t1)
+				}
+				lastRelease.Store(t2)
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), 5*time.Second)
+				if err := unlock(rctx); err != nil {
+					first.set(fmt.Errorf("release: %w", err))
+				}
+				rcancel()
+				if in {
+					w.releases = append(w.releases, time.Duration(since()-t2))
+				}
+			}
+		})
+	}
+
+	time.Sleep(p.handWarm)
+	win := window{stats: stats, sent: &im.sent}
+	err := win.start(ctx)
+	measuring.Store(true)
+	t0 := time.Now()
+	var pings []time.Duration
+	pinged := make(chan struct{})
+	go func() {
+		defer close(pinged)
+		for i := 0; stats != nil && i < maxHandoffIters && measuring.Load(); i++ {
+			start := time.Now()
+			if stats.ping(ctx) == nil {
+				pings = append(pings, time.Since(start))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	time.Sleep(p.handoff)
+	measuring.Store(false)
+	t1 := time.Now()
+	<-pinged
+	err = errors.Join(err, win.end(ctx))
+	if win.delta != nil { // the pings are not the lock's commands
+		n := int64(len(pings))
+		win.delta.total -= n
+		win.delta.calls -= n
+		st := win.delta.cmds["ping"]
+		win.delta.cmds["ping"] = cmdStat{calls: st.calls - n, usec: st.usec}
+	}
+	cancel() // waiting acquires return; the holder finishes and releases
+	c := handoffCell{name: name, waiters: n, window: t1.Sub(t0), redis: win.delta, cpu: win.cpu, pings: pings}
+	if !waitGroup(&wg, p.stopGrace) {
+		// The workers' records are still being written: report nothing.
+		return c, errors.Join(err, fmt.Errorf("%s: %d goroutines did not stop within %v", name, n, p.stopGrace))
+	}
+	c.firstErr = first.err
+	var secSum time.Duration
+	for i := range workers {
+		w := &workers[i]
+		c.acquired += w.acquired
+		c.perG = append(c.perG, w.acquired)
+		c.waits = append(c.waits, w.waits...)
+		c.grants = append(c.grants, w.grants...)
+		c.releases = append(c.releases, w.releases...)
+		c.failed += w.failed
+		secSum += w.secSum
+	}
+	if c.acquired > 0 {
+		c.sectionMean = secSum / time.Duration(c.acquired)
+	}
+	return c, err
+}
+
+// processCPU returns the user plus system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// percentile returns the q-quantile (0..1) of ds by nearest rank.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(q*float64(len(s)-1)+0.5)]
+}
+
+// spread returns the minimum, maximum and mean of counts.
+func spread(counts []int64) (lo, hi int64, mean float64) {
+	if len(counts) == 0 {
+		return 0, 0, 0
+	}
+	lo, hi = slices.Min(counts), slices.Max(counts)
+	var sum int64
+	for _, n := range counts {
+		sum += n
+	}
+	return lo, hi, float64(sum) / float64(len(counts))
+}

@@ -1,0 +1,157 @@
+// Command bench-locks measures Baton's locks against other Go Redis lock
+// libraries and plain baselines, all on one private redis-server that it
+// starts and stops itself, and prints plain-text tables to stdout.
+//
+//	cd bench && go run ./cmd/bench-locks          # full run, about 3 minutes
+//	cd bench && go run ./cmd/bench-locks -quick   # smoke run, under a minute
+//
+// Three parts (see docs/benchmarks.md for what each figure means):
+//
+//  1. uncontended TryAcquire+Release pairs per second, every goroutine on a
+//     key of its own;
+//  2. contended handoff: many goroutines, one key of limit 1, a 1ms critical
+//     section, blocking acquire;
+//  3. the in-memory backend beside golang.org/x/sync/semaphore.
+//
+// Every load loop stops at its time limit or its iteration limit, whichever
+// comes first.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// plan holds the durations of one run.
+type plan struct {
+	pairRounds int           // rounds of every pairs cell (the median is reported)
+	warm       time.Duration // load before each measured pairs window, not counted
+	pairCell   time.Duration // measured window of one round of a pairs cell
+	handWarm   time.Duration // load before a contended window, not counted
+	handoff    time.Duration // measured window of one contended cell
+	stopGrace  time.Duration // how long stopping a cell may take before it is an error
+}
+
+var (
+	fullPlan = plan{pairRounds: 5, warm: 200 * time.Millisecond, pairCell: 600 * time.Millisecond,
+		handWarm: time.Second, handoff: 5 * time.Second, stopGrace: 30 * time.Second}
+	quickPlan = plan{pairRounds: 2, warm: 100 * time.Millisecond, pairCell: 150 * time.Millisecond,
+		handWarm: 300 * time.Millisecond, handoff: 1500 * time.Millisecond, stopGrace: 15 * time.Second}
+)
+
+// only, if set, selects the Redis rows and cells to run (-only).
+var only *regexp.Regexp
+
+// selected reports whether -only lets the implementation name run.
+func selected(name string) bool { return only == nil || only.MatchString(name) }
+
+func main() {
+	quick := flag.Bool("quick", false, "short durations for a smoke run (under a minute)")
+	parts := flag.String("parts", "uncontended,contended,memory", "comma-separated parts to run")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process to `file`")
+	flag.BoolVar(&verbose, "v", false, "also print each Redis cell's server commands per op and their cost")
+	flag.BoolVar(&busySection, "busy", false, "contended runs: busy-wait the 1ms critical section instead of time.Sleep")
+	onlyRe := flag.String("only", "", "run only the Redis rows and cells whose implementation name matches `regexp` (for diagnosis)")
+	flag.Parse()
+	if *onlyRe != "" {
+		re, err := regexp.Compile(*onlyRe)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-locks: -only:", err)
+			os.Exit(2)
+		}
+		only = re
+	}
+
+	if err := run(*quick, *parts, *cpuprofile); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-locks:", err)
+		os.Exit(1)
+	}
+}
+
+func run(quick bool, parts, cpuprofile string) error {
+	p := fullPlan
+	if quick {
+		p = quickPlan
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(parts, ",") {
+		want[strings.TrimSpace(s)] = true
+	}
+
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	srv, err := redistest.Start(nil)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	ctx := context.Background()
+	stats, err := newStatsReader(srv.Addr())
+	if err != nil {
+		return err
+	}
+	defer stats.Close()
+
+	started := time.Now()
+	fmt.Println("bench-locks")
+	fmt.Printf("  machine:      %d CPUs (GOMAXPROCS %d), %s/%s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
+	fmt.Printf("  go:           %s\n", runtime.Version())
+	fmt.Printf("  redis-server: %s (private, %s, started by internal/redistest)\n", redisVersion(ctx, stats), srv.Addr())
+	mode := "full"
+	if quick {
+		mode = "quick (-quick: short windows, figures are noisy)"
+	}
+	fmt.Printf("  mode:         %s\n\n", mode)
+
+	if want["uncontended"] {
+		if err := runUncontended(ctx, p, srv.Addr(), stats); err != nil {
+			return err
+		}
+	}
+	if want["contended"] {
+		if err := runContended(ctx, p, srv.Addr(), stats); err != nil {
+			return err
+		}
+	}
+	if want["memory"] {
+		if err := runMemory(ctx, p); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("total time %.0fs\n", time.Since(started).Seconds())
+	return nil
+}
+
+// redisVersion reports the server's version as INFO gives it, falling back
+// to the binary's --version line.
+func redisVersion(ctx context.Context, s *statsReader) string {
+	if v, err := s.version(ctx); err == nil && v != "" {
+		return v
+	}
+	out, err := exec.Command("redis-server", "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
