@@ -5,6 +5,7 @@ GO ?= go
 
 test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd bench && $(GO) vet ./...   # the benchmark module must keep compiling
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
