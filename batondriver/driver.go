@@ -16,10 +16,17 @@ import (
 	"time"
 )
 
-// Driver is a storage backend for Baton.
+// Driver is a storage backend for Baton: locks and jobs.
 //
 // Implementations must be safe for concurrent use by many goroutines.
 type Driver interface {
+	LockDriver
+	JobDriver
+}
+
+// LockDriver is the lock half of a backend, all that package batonlock
+// needs: the atomic transitions of a lock key.
+type LockDriver interface {
 	// LockAcquire grants a slot of the key to Token if one is free and no
 	// earlier waiter is queued (waiters are never overtaken). Expired holders
 	// and waiters are removed first, and their slots go to waiters in arrival
@@ -206,3 +213,6 @@ type LockListenParams struct {
 
 // ErrBadParams is wrapped by drivers when parameters are invalid.
 var ErrBadParams = errors.New("batondriver: invalid parameters")
+
+// ErrJobNotFound is returned when a named job does not exist.
+var ErrJobNotFound = errors.New("batondriver: job not found")

@@ -15,14 +15,14 @@ import (
 // Locker hands out leases on keys of a backend. It is safe for concurrent
 // use; one Locker per process and backend is typical.
 type Locker struct {
-	driver  batondriver.Driver
+	driver  batondriver.LockDriver
 	ttl     time.Duration
 	waitTTL time.Duration
 	log     *slog.Logger
 }
 
 // New returns a Locker on driver. It does not contact the backend.
-func New(driver batondriver.Driver, cfg *Config) (*Locker, error) {
+func New(driver batondriver.LockDriver, cfg *Config) (*Locker, error) {
 	if driver == nil {
 		return nil, errors.New("batonlock: nil driver")
 	}

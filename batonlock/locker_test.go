@@ -17,7 +17,7 @@ import (
 	"github.com/batonhq/baton/batonlock"
 )
 
-func newLocker(t *testing.T, d batondriver.Driver, cfg *batonlock.Config) *batonlock.Locker {
+func newLocker(t *testing.T, d batondriver.LockDriver, cfg *batonlock.Config) *batonlock.Locker {
 	t.Helper()
 	l, err := batonlock.New(d, cfg)
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestLeaseAccessors(t *testing.T) {
-	backends(t, func(t *testing.T, d batondriver.Driver) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
 		ctx := context.Background()
 		before := time.Now()
@@ -92,7 +92,7 @@ func TestLeaseAccessors(t *testing.T) {
 }
 
 func TestHeartbeatKeepsLease(t *testing.T) {
-	backends(t, func(t *testing.T, d batondriver.Driver) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
 		ctx := context.Background()
 		lease, err := l.TryAcquire(ctx, "hb", &batonlock.AcquireOpts{TTL: 150 * time.Millisecond})
@@ -108,7 +108,7 @@ func TestHeartbeatKeepsLease(t *testing.T) {
 }
 
 func TestNoHeartbeatExpiresBeforeBackend(t *testing.T) {
-	backends(t, func(t *testing.T, d batondriver.Driver) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
 		ctx := context.Background()
 		sent := time.Now()
@@ -133,7 +133,7 @@ func TestNoHeartbeatExpiresBeforeBackend(t *testing.T) {
 }
 
 func TestExtendMovesUntil(t *testing.T) {
-	backends(t, func(t *testing.T, d batondriver.Driver) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
 		ctx := context.Background()
 		lease, err := l.TryAcquire(ctx, "ext", &batonlock.AcquireOpts{TTL: 100 * time.Millisecond, NoHeartbeat: true})
@@ -147,7 +147,7 @@ func TestExtendMovesUntil(t *testing.T) {
 }
 
 // lossyDriver reports every extension as failed: the lease was lost.
-type lossyDriver struct{ batondriver.Driver }
+type lossyDriver struct{ batondriver.LockDriver }
 
 func (lossyDriver) LockExtend(context.Context, *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
 	return &batondriver.LockExtendResult{}, nil
@@ -169,7 +169,7 @@ func TestLostLeaseCancelsContext(t *testing.T) {
 }
 
 // failingDriver fails every extension, as an unreachable backend would.
-type failingDriver struct{ batondriver.Driver }
+type failingDriver struct{ batondriver.LockDriver }
 
 func (failingDriver) LockExtend(context.Context, *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
 	return nil, errors.New("connection refused")
@@ -189,7 +189,7 @@ func TestUnconfirmedLeaseExpiresBeforeTTL(t *testing.T) {
 }
 
 func TestAcquireWaitsFIFO(t *testing.T) {
-	backends(t, func(t *testing.T, d batondriver.Driver) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
 		ctx := context.Background()
 		holder, err := l.TryAcquire(ctx, "fifo", nil)
@@ -223,7 +223,7 @@ func TestAcquireWaitsFIFO(t *testing.T) {
 }
 
 func TestAcquireCancelledGivesBack(t *testing.T) {
-	backends(t, func(t *testing.T, d batondriver.Driver) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
 		ctx := context.Background()
 		holder, err := l.TryAcquire(ctx, "cancel", nil)
@@ -249,7 +249,7 @@ func TestAcquireCancelledGivesBack(t *testing.T) {
 }
 
 func TestAcquireTimeout(t *testing.T) {
-	backends(t, func(t *testing.T, d batondriver.Driver) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
 		ctx := context.Background()
 		holder, err := l.TryAcquire(ctx, "timeout", nil)
@@ -264,7 +264,7 @@ func TestAcquireTimeout(t *testing.T) {
 }
 
 func TestSemaphoreAndDynamicLimit(t *testing.T) {
-	backends(t, func(t *testing.T, d batondriver.Driver) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
 		ctx := context.Background()
 		opts := &batonlock.AcquireOpts{Limit: 3}
@@ -317,7 +317,7 @@ func TestSemaphoreAndDynamicLimit(t *testing.T) {
 }
 
 func TestTryDo(t *testing.T) {
-	backends(t, func(t *testing.T, d batondriver.Driver) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
 		ctx := context.Background()
 		boom := errors.New("boom")
@@ -342,7 +342,7 @@ func TestTryDo(t *testing.T) {
 }
 
 func TestDoReportsLostLease(t *testing.T) {
-	backends(t, func(t *testing.T, d batondriver.Driver) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
 		ctx := context.Background()
 		var calls atomic.Int32

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 }
 
 // backends runs fn once per backend, as parallel subtests.
-func backends(t *testing.T, fn func(t *testing.T, d batondriver.Driver)) {
+func backends(t *testing.T, fn func(t *testing.T, d batondriver.LockDriver)) {
 	t.Run("memory", func(t *testing.T) {
 		t.Parallel()
 		fn(t, batonmem.New())

@@ -1,6 +1,6 @@
 // Package batondrivertest is the conformance suite every Baton backend must
 // pass. A backend's tests call Exercise with a constructor; the suite checks
-// each atomic transition of batondriver.Driver against the behaviour Baton
+// each atomic transition of batondriver.LockDriver against the behaviour Baton
 // relies on. When that behaviour changes, this suite changes first.
 package batondrivertest
 
@@ -15,7 +15,7 @@ import (
 // Exercise runs the suite. newDriver is called once per test and may return
 // drivers sharing one backend: every test uses keys of its own. Tests run in
 // parallel.
-func Exercise(t *testing.T, newDriver func(t *testing.T) batondriver.Driver) {
+func Exercise(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver) {
 	t.Run("Lock", func(t *testing.T) { exerciseLocks(t, newDriver) })
 }
 

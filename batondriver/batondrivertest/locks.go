@@ -13,12 +13,12 @@ import (
 // lockFixture is one test's driver and key with helpers around them.
 type lockFixture struct {
 	t   *testing.T
-	d   batondriver.Driver
+	d   batondriver.LockDriver
 	ctx context.Context
 	key string
 }
 
-func newLockFixture(t *testing.T, newDriver func(t *testing.T) batondriver.Driver) *lockFixture {
+func newLockFixture(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver) *lockFixture {
 	t.Parallel()
 	return &lockFixture{t: t, d: newDriver(t), ctx: context.Background(), key: uniqueKey(t)}
 }
@@ -119,7 +119,7 @@ func waiterTokens(ws []batondriver.LockWaiter) []string {
 	return out
 }
 
-func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.Driver) {
+func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver) {
 	t.Run("MutexGrantsOne", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
 		a, b := token(), token()

@@ -20,7 +20,7 @@ import (
 	"github.com/batonhq/baton/batondriver"
 )
 
-// Driver is a batondriver.Driver in memory. The zero value is not usable;
+// Driver is a batondriver.LockDriver in memory. The zero value is not usable;
 // call New. It is safe for concurrent use.
 type Driver struct {
 	mu        sync.Mutex
@@ -29,7 +29,7 @@ type Driver struct {
 	listeners map[listenerID]*listener
 }
 
-var _ batondriver.Driver = (*Driver)(nil)
+var _ batondriver.LockDriver = (*Driver)(nil)
 
 // New returns an empty Driver.
 func New() *Driver {
@@ -164,7 +164,7 @@ func (s *lockState) position(token string) int {
 	return 0
 }
 
-// LockAcquire implements batondriver.Driver.
+// LockAcquire implements batondriver.LockDriver.
 func (d *Driver) LockAcquire(_ context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
 	if p.Key == "" || p.Token == "" {
 		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
@@ -204,7 +204,7 @@ func (d *Driver) LockAcquire(_ context.Context, p *batondriver.LockAcquireParams
 	return res, nil
 }
 
-// LockRelease implements batondriver.Driver.
+// LockRelease implements batondriver.LockDriver.
 func (d *Driver) LockRelease(_ context.Context, p *batondriver.LockReleaseParams) (*batondriver.LockReleaseResult, error) {
 	if p.Key == "" || p.Token == "" {
 		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
@@ -231,7 +231,7 @@ func (d *Driver) LockRelease(_ context.Context, p *batondriver.LockReleaseParams
 	return res, nil
 }
 
-// LockExtend implements batondriver.Driver.
+// LockExtend implements batondriver.LockDriver.
 func (d *Driver) LockExtend(_ context.Context, p *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
 	if p.Key == "" || p.Token == "" || p.TTL < time.Millisecond || p.Fence == 0 {
 		return nil, fmt.Errorf("%w: key %q, TTL %v, Fence %d", batondriver.ErrBadParams, p.Key, p.TTL, p.Fence)
@@ -258,7 +258,7 @@ func (d *Driver) LockExtend(_ context.Context, p *batondriver.LockExtendParams) 
 	return res, nil
 }
 
-// LockSetLimit implements batondriver.Driver.
+// LockSetLimit implements batondriver.LockDriver.
 func (d *Driver) LockSetLimit(_ context.Context, p *batondriver.LockSetLimitParams) (*batondriver.LockSetLimitResult, error) {
 	if p.Key == "" || (!p.Reset && p.Limit < 0) {
 		return nil, fmt.Errorf("%w: key %q, Limit %d", batondriver.ErrBadParams, p.Key, p.Limit)
@@ -276,7 +276,7 @@ func (d *Driver) LockSetLimit(_ context.Context, p *batondriver.LockSetLimitPara
 	return &batondriver.LockSetLimitResult{Promoted: d.settle(p.Key, m, s, time.Now())}, nil
 }
 
-// LockInspect implements batondriver.Driver.
+// LockInspect implements batondriver.LockDriver.
 func (d *Driver) LockInspect(_ context.Context, p *batondriver.LockInspectParams) (*batondriver.LockInspectResult, error) {
 	if p.Key == "" {
 		return nil, fmt.Errorf("%w: empty key", batondriver.ErrBadParams)
@@ -309,7 +309,7 @@ func (d *Driver) LockInspect(_ context.Context, p *batondriver.LockInspectParams
 	return res, nil
 }
 
-// LockListen implements batondriver.Driver.
+// LockListen implements batondriver.LockDriver.
 func (d *Driver) LockListen(_ context.Context, p *batondriver.LockListenParams) (batondriver.LockListener, error) {
 	if p.Key == "" || p.Token == "" {
 		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)

@@ -14,5 +14,5 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	batondrivertest.Exercise(t, func(t *testing.T) batondriver.Driver { return batonmem.New() })
+	batondrivertest.Exercise(t, func(t *testing.T) batondriver.LockDriver { return batonmem.New() })
 }

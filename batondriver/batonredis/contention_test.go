@@ -312,7 +312,7 @@ func contentionCheck(t *testing.T, h []lockcheck.Event, procs int) {
 	}
 }
 
-func contentionLocker(t *testing.T, d batondriver.Driver) *batonlock.Locker {
+func contentionLocker(t *testing.T, d batondriver.LockDriver) *batonlock.Locker {
 	t.Helper()
 	l, err := batonlock.New(d, nil)
 	if err != nil {

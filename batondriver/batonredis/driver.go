@@ -40,7 +40,7 @@ type Config struct {
 	ListenerLinger time.Duration
 }
 
-// Driver is a batondriver.Driver on Redis. It is safe for concurrent use.
+// Driver is a batondriver.LockDriver on Redis. It is safe for concurrent use.
 // Close it to stop its subscriptions; it never closes the client.
 type Driver struct {
 	client  rueidis.Client
@@ -55,7 +55,7 @@ type Driver struct {
 	wg     sync.WaitGroup
 }
 
-var _ batondriver.Driver = (*Driver)(nil)
+var _ batondriver.LockDriver = (*Driver)(nil)
 
 // New returns a Driver using client. It does not contact Redis.
 func New(client rueidis.Client, cfg *Config) (*Driver, error) {
@@ -105,7 +105,7 @@ func (d *Driver) Close() {
 	d.wg.Wait()
 }
 
-// LockAcquire implements batondriver.Driver.
+// LockAcquire implements batondriver.LockDriver.
 func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
 	if err := checkKeyToken(p.Key, p.Token); err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquirePara
 	}, nil
 }
 
-// LockRelease implements batondriver.Driver.
+// LockRelease implements batondriver.LockDriver.
 func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleaseParams) (*batondriver.LockReleaseResult, error) {
 	if err := checkKeyToken(p.Key, p.Token); err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleasePara
 	return &batondriver.LockReleaseResult{Released: v[0] == 1, Promoted: int(v[1])}, nil
 }
 
-// LockExtend implements batondriver.Driver.
+// LockExtend implements batondriver.LockDriver.
 func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
 	if err := checkKeyToken(p.Key, p.Token); err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams
 	return &batondriver.LockExtendResult{Extended: v[0] == 1, Now: time.UnixMilli(v[1])}, nil
 }
 
-// LockSetLimit implements batondriver.Driver.
+// LockSetLimit implements batondriver.LockDriver.
 func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitParams) (*batondriver.LockSetLimitResult, error) {
 	if err := checkKey(p.Key); err != nil {
 		return nil, err
@@ -200,7 +200,7 @@ func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitPa
 // maxInspectWaiters bounds the waiters LockInspect lists.
 const maxInspectWaiters = 1000
 
-// LockInspect implements batondriver.Driver. It lists at most the first
+// LockInspect implements batondriver.LockDriver. It lists at most the first
 // 1000 waiters; WaiterCount counts them all.
 func (d *Driver) LockInspect(ctx context.Context, p *batondriver.LockInspectParams) (*batondriver.LockInspectResult, error) {
 	if err := checkKey(p.Key); err != nil {

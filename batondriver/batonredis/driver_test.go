@@ -11,11 +11,11 @@ import (
 func TestConformanceStandalone(t *testing.T) {
 	t.Parallel()
 	client := newClient(t, redistest.SharedServer(t).Addr())
-	batondrivertest.Exercise(t, func(t *testing.T) batondriver.Driver { return newDriver(t, client) })
+	batondrivertest.Exercise(t, func(t *testing.T) batondriver.LockDriver { return newDriver(t, client) })
 }
 
 func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	client := newClient(t, redistest.SharedCluster(t).Addrs()...)
-	batondrivertest.Exercise(t, func(t *testing.T) batondriver.Driver { return newDriver(t, client) })
+	batondrivertest.Exercise(t, func(t *testing.T) batondriver.LockDriver { return newDriver(t, client) })
 }

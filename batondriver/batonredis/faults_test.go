@@ -91,13 +91,13 @@ func (b *faultBuffer) String() string {
 // faultCountingDriver counts LockAcquire calls, to show that a waiter does
 // not poll.
 type faultCountingDriver struct {
-	batondriver.Driver
+	batondriver.LockDriver
 	acquires atomic.Int64
 }
 
 func (c *faultCountingDriver) LockAcquire(ctx context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
 	c.acquires.Add(1)
-	return c.Driver.LockAcquire(ctx, p)
+	return c.LockDriver.LockAcquire(ctx, p)
 }
 
 // faultTimerSlack is how late a lease's context may be cancelled after its
@@ -185,7 +185,7 @@ func TestFaultHolderKilled(t *testing.T) {
 	srv := redistest.SharedServer(t)
 	client := newClient(t, srv.Addr())
 	prefix, key := "t"+randomHex(6), "holder-killed"
-	counting := &faultCountingDriver{Driver: faultDriver(t, client, prefix)}
+	counting := &faultCountingDriver{LockDriver: faultDriver(t, client, prefix)}
 	l, err := batonlock.New(counting, nil)
 	require.NoError(t, err)
 

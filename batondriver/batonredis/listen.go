@@ -55,7 +55,7 @@ func (l *listener) Close() {
 	}
 }
 
-// LockListen implements batondriver.Driver. It returns once Redis has
+// LockListen implements batondriver.LockDriver. It returns once Redis has
 // confirmed the subscription, so a grant published after it returns reaches
 // the listener.
 func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams) (batondriver.LockListener, error) {

@@ -82,7 +82,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // openDriver returns the in-memory backend for an empty URL, else a Redis
 // backend, checked with a PING so that a wrong address fails here clearly.
-func openDriver(url string) (batondriver.Driver, func(), error) {
+func openDriver(url string) (batondriver.LockDriver, func(), error) {
 	if url == "" {
 		return batonmem.New(), func() {}, nil
 	}

@@ -32,7 +32,7 @@ type Config struct {
 
 // Run runs the demo on driver, narrating to out. It returns an error naming
 // every guarantee that did not hold.
-func Run(ctx context.Context, driver batondriver.Driver, out io.Writer, cfg *Config) error {
+func Run(ctx context.Context, driver batondriver.LockDriver, out io.Writer, cfg *Config) error {
 	if cfg == nil {
 		cfg = &Config{}
 	}

@@ -1,0 +1,276 @@
+package batondriver
+
+import (
+	"context"
+	"time"
+)
+
+// JobDriver is the job half of a backend: the atomic transitions of a job's
+// life. docs/job-states.md draws the states; every method below moves jobs
+// between them in one atomic step, as seen by every process.
+//
+// All state of one queue lives together (on Redis, in one hash slot), so
+// every transition names exactly one queue. Batched methods take many jobs
+// of that queue at once: throughput comes from amortising round trips and
+// script entries, not from doing less.
+type JobDriver interface {
+	// JobInsert adds jobs to one queue. A job with a future RunAt is
+	// scheduled; otherwise it is available at once and one idle fetcher of
+	// the queue is woken.
+	JobInsert(ctx context.Context, p *JobInsertParams) (*JobInsertResult, error)
+
+	// JobFetch first makes due scheduled jobs available and takes back the
+	// jobs whose leases expired (their attempt counted: retried or dead),
+	// each in bounded number, then leases up to Max available jobs to the
+	// caller in order (priority, then arrival), unless the queue is paused.
+	JobFetch(ctx context.Context, p *JobFetchParams) (*JobFetchResult, error)
+
+	// JobWait blocks until a job may be available in the queue (an insert
+	// woke it), Timeout passes, or ctx ends. It wakes one waiter per job
+	// made available, not all of them. It is a hint: the caller fetches and
+	// may find nothing.
+	JobWait(ctx context.Context, p *JobWaitParams) error
+
+	// JobExtend renews the leases of running jobs. It reports the jobs whose
+	// leases were no longer held (expired and taken back, or finished by
+	// another owner): their handlers must stop.
+	JobExtend(ctx context.Context, p *JobExtendParams) (*JobExtendResult, error)
+
+	// JobFinish records the outcome of leased jobs: completed, retry at a
+	// time, snoozed (retry without counting the attempt), cancelled, or
+	// dead. An outcome whose lease is no longer held is ignored and
+	// reported stale: a late owner never overwrites a newer state.
+	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
+
+	// JobGet returns one job, or ErrJobNotFound.
+	JobGet(ctx context.Context, p *JobGetParams) (*JobRow, error)
+
+	// JobList lists a queue's jobs in one state, oldest first, a page at a
+	// time.
+	JobList(ctx context.Context, p *JobListParams) (*JobListResult, error)
+
+	// JobRetry makes a dead, cancelled or scheduled job available now with
+	// its attempts reset. Running jobs cannot be retried.
+	JobRetry(ctx context.Context, p *JobGetParams) (*JobRow, error)
+
+	// JobDelete removes a job that is not running.
+	JobDelete(ctx context.Context, p *JobGetParams) error
+
+	// QueueStats counts a queue's jobs by state.
+	QueueStats(ctx context.Context, p *QueueParams) (*QueueStatsResult, error)
+
+	// QueueList names the queues that ever had a job.
+	QueueList(ctx context.Context) ([]string, error)
+
+	// QueuePause stops (or, with Resume, restarts) fetching from a queue for
+	// every process. Inserts continue; running jobs finish.
+	QueuePause(ctx context.Context, p *QueuePauseParams) error
+}
+
+// JobState is where a job is in its life.
+type JobState string
+
+// The states of a job. Completed, Cancelled and Dead are terminal.
+const (
+	JobStateScheduled JobState = "scheduled" // waits for RunAt (a delay, a retry's backoff, a snooze)
+	JobStateAvailable JobState = "available" // may be fetched
+	JobStateRunning   JobState = "running"   // leased to a worker
+	JobStateCompleted JobState = "completed" // succeeded; kept for the retention period
+	JobStateCancelled JobState = "cancelled" // the handler asked for no more attempts; in the dead set
+	JobStateDead      JobState = "dead"      // attempts used up, or not runnable; in the dead set
+)
+
+// JobRow is a job as the backend stores it.
+type JobRow struct {
+	ID          string
+	Queue       string
+	Kind        string
+	Args        []byte // as encoded by the client (JSON)
+	Priority    int    // 0 is the most urgent; at most MaxPriority
+	State       JobState
+	Attempt     int // attempts started so far
+	MaxAttempts int
+	Tags        []string
+	Metadata    []byte // JSON object or nil
+
+	CreatedAt   time.Time
+	RunAt       time.Time // when it becomes (or became) available
+	AttemptedAt time.Time // start of the latest attempt; zero before the first
+	FinishedAt  time.Time // when it reached a terminal state
+
+	// Errors are the failed attempts' errors, oldest first (at most the last
+	// MaxErrors).
+	Errors []AttemptError
+
+	// Lease is the current attempt's secret while running: outcomes and
+	// extensions must present it.
+	Lease string
+	// LeaseUntil is when the backend takes a running job back.
+	LeaseUntil time.Time
+}
+
+// AttemptError is the error of one failed attempt.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+}
+
+// Limits the backends enforce.
+const (
+	MaxPriority = 9
+	MaxErrors   = 10
+)
+
+// JobInsertParams are the parameters of JobInsert.
+type JobInsertParams struct {
+	Queue string
+	Jobs  []*JobInsert
+}
+
+// JobInsert is one job to insert. The driver assigns ID and CreatedAt.
+type JobInsert struct {
+	Kind        string
+	Args        []byte
+	Priority    int
+	MaxAttempts int
+	RunAt       time.Time // zero or past: available now
+	Tags        []string
+	Metadata    []byte
+}
+
+// JobInsertResult is the result of JobInsert, in the order of the params.
+type JobInsertResult struct {
+	Jobs []*JobRow
+}
+
+// JobFetchParams are the parameters of JobFetch.
+type JobFetchParams struct {
+	Queue string
+	Max   int
+	// LeaseTTL is how long the fetched jobs' leases last unless extended.
+	LeaseTTL time.Duration
+	// RecoverDelay is how long after its lease expired (its worker died or
+	// lost the backend) a job runs again, if it has attempts left. 0: at
+	// once.
+	RecoverDelay time.Duration
+}
+
+// JobFetchResult is the result of JobFetch.
+type JobFetchResult struct {
+	Jobs []*JobRow
+	// NextRunAt is when the queue's earliest scheduled job becomes due, or
+	// zero if none is scheduled; fetchers sleep no longer than that.
+	NextRunAt time.Time
+	// Paused reports that the queue is paused.
+	Paused bool
+	// Recovered counts jobs whose leases had expired and were taken back.
+	Recovered int
+}
+
+// JobWaitParams are the parameters of JobWait.
+type JobWaitParams struct {
+	Queue   string
+	Timeout time.Duration
+}
+
+// JobLease names one leased job.
+type JobLease struct {
+	ID    string
+	Lease string
+}
+
+// JobExtendParams are the parameters of JobExtend.
+type JobExtendParams struct {
+	Queue  string
+	Leases []JobLease
+	TTL    time.Duration
+}
+
+// JobExtendResult is the result of JobExtend.
+type JobExtendResult struct {
+	// Lost are the IDs whose leases were no longer held.
+	Lost []string
+	// Now is the backend's time of the extension.
+	Now time.Time
+}
+
+// JobOutcome is what became of an attempt.
+type JobOutcome string
+
+// The outcomes of an attempt.
+const (
+	JobOutcomeCompleted JobOutcome = "completed"
+	JobOutcomeRetry     JobOutcome = "retry"  // failed; runs again at RunAt
+	JobOutcomeSnooze    JobOutcome = "snooze" // runs again at RunAt; the attempt is not counted
+	JobOutcomeCancel    JobOutcome = "cancel" // no more attempts
+	JobOutcomeDead      JobOutcome = "dead"   // failed for good
+)
+
+// JobFinishParams are the parameters of JobFinish.
+type JobFinishParams struct {
+	Queue    string
+	Finished []*JobFinish
+	// Retention is how long completed jobs are kept; 0 deletes them at once.
+	Retention time.Duration
+}
+
+// JobFinish is the outcome of one leased attempt.
+type JobFinish struct {
+	JobLease
+	Outcome JobOutcome
+	// Error is recorded for every outcome but Completed and Snooze.
+	Error string
+	// RunAt is when a Retry or Snooze runs again.
+	RunAt time.Time
+}
+
+// JobFinishResult is the result of JobFinish.
+type JobFinishResult struct {
+	// Stale are the IDs whose leases were no longer held; their outcomes
+	// were not recorded.
+	Stale []string
+}
+
+// JobGetParams name one job.
+type JobGetParams struct {
+	Queue string
+	ID    string
+}
+
+// JobListParams are the parameters of JobList.
+type JobListParams struct {
+	Queue string
+	State JobState
+	// Limit is the page size; at most 1000.
+	Limit int
+	// Offset skips that many jobs.
+	Offset int
+}
+
+// JobListResult is the result of JobList.
+type JobListResult struct {
+	Jobs  []*JobRow
+	Total int
+}
+
+// QueueParams name a queue.
+type QueueParams struct {
+	Queue string
+}
+
+// QueueStatsResult counts a queue's jobs by state.
+type QueueStatsResult struct {
+	Queue  string
+	Paused bool
+	Counts map[JobState]int
+	// OldestAvailable is the RunAt of the available job that has waited
+	// longest, or zero.
+	OldestAvailable time.Time
+}
+
+// QueuePauseParams are the parameters of QueuePause.
+type QueuePauseParams struct {
+	Queue  string
+	Resume bool
+}
