@@ -3,7 +3,33 @@
 // most 10 of us per customer", "drop me if my twin is running", and Baton
 // keeps that promise across every process sharing the backend.
 //
-// The job system is being built on the lock layer, which is ready: see
-// package batonlock for fair, fenced, heartbeat-kept locks and semaphores on
-// Redis (standalone, Sentinel, Cluster) and in memory.
+// A kind of job is a type implementing JobArgs; a Worker[T] runs it. A Client
+// inserts jobs and, once started, runs them with a pool of workers:
+//
+//	workers := baton.NewWorkers()
+//	baton.AddWorker(workers, &SyncWorker{}, nil)
+//	client, err := baton.NewClient(driver, &baton.Config{Workers: workers})
+//	err = client.Start(ctx)
+//	_, err = client.Insert(ctx, SyncArgs{UserID: 42}, nil)
+//	err = client.Stop(ctx)
+//
+// Guarantees, on every backend (docs/job-states.md has the state machine):
+//
+//   - A job is never lost. It is leased to one worker at a time; the lease is
+//     renewed by a heartbeat and, if its process dies, the job runs again once
+//     the lease expires, with the attempt counted.
+//   - A late owner never overwrites a newer state: outcomes are recorded only
+//     with the job's current lease, and a handler whose lease is lost has its
+//     context cancelled (cause ErrLeaseLost).
+//   - Failed jobs are retried with exponential backoff and jitter until their
+//     attempts are used up, then kept in the dead set with their errors.
+//     JobSnooze and JobCancel steer a job from its handler.
+//   - Idle workers learn of a new job at once (one waiting process is woken
+//     per job, not all of them); scheduled jobs start when due.
+//   - Stop waits for running jobs, then returns those it had to cut off to
+//     their queue without counting the attempt.
+//
+// Per-key concurrency limits for jobs are being built on this. Package
+// batonlock has Baton's fair, fenced, heartbeat-kept locks and semaphores,
+// usable on their own today.
 package baton

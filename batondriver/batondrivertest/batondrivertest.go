@@ -1,7 +1,9 @@
 // Package batondrivertest is the conformance suite every Baton backend must
-// pass. A backend's tests call Exercise with a constructor; the suite checks
-// each atomic transition of batondriver.LockDriver against the behaviour Baton
-// relies on. When that behaviour changes, this suite changes first.
+// pass. A backend's tests call Exercise and ExerciseJobs with a constructor;
+// the suite checks each atomic transition of batondriver.LockDriver and
+// batondriver.JobDriver against the behaviour Baton relies on
+// (docs/job-states.md for jobs). When that behaviour changes, this suite
+// changes first.
 package batondrivertest
 
 import (
@@ -17,6 +19,14 @@ import (
 // parallel.
 func Exercise(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver) {
 	t.Run("Lock", func(t *testing.T) { exerciseLocks(t, newDriver) })
+}
+
+// ExerciseJobs runs the job suite. newDriver is called once per test and may
+// return drivers sharing one backend: every test uses a queue of its own.
+// Tests run in parallel, use leases and delays of tens of milliseconds, and
+// allow a backend's clock a second of difference from the test's.
+func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+	t.Run("Job", func(t *testing.T) { exerciseJobs(t, newDriver) })
 }
 
 // uniqueKey returns a key no other test uses, with odd bytes in it, so that

@@ -20,16 +20,18 @@ import (
 	"github.com/batonhq/baton/batondriver"
 )
 
-// Driver is a batondriver.LockDriver in memory. The zero value is not usable;
+// Driver is a batondriver.Driver in memory. The zero value is not usable;
 // call New. It is safe for concurrent use.
 type Driver struct {
 	mu        sync.Mutex
 	meta      map[string]*keyMeta   // forever, per key
 	locks     map[string]*lockState // while a key is in use
 	listeners map[listenerID]*listener
+
+	jobs jobStore // jobs.go; guarded by its own mutex
 }
 
-var _ batondriver.LockDriver = (*Driver)(nil)
+var _ batondriver.Driver = (*Driver)(nil)
 
 // New returns an empty Driver.
 func New() *Driver {

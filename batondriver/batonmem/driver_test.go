@@ -16,3 +16,8 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	batondrivertest.Exercise(t, func(t *testing.T) batondriver.LockDriver { return batonmem.New() })
 }
+
+func TestJobConformance(t *testing.T) {
+	t.Parallel()
+	batondrivertest.ExerciseJobs(t, func(t *testing.T) batondriver.JobDriver { return batonmem.New() })
+}

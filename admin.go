@@ -1,0 +1,123 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// The admin API: what the CLI and the dashboard use, on every backend.
+
+// ErrJobNotFound is returned for a job that does not exist (any more).
+var ErrJobNotFound = batondriver.ErrJobNotFound
+
+// JobGet returns a job of queue.
+func (c *Client) JobGet(ctx context.Context, queue, id string) (*JobRow, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, fmt.Errorf("baton: job get: %w", err)
+	}
+	row, err := c.driver.JobGet(ctx, &batondriver.JobGetParams{Queue: queue, ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("baton: job %s in %q: %w", id, queue, err)
+	}
+	return row, nil
+}
+
+// JobListOpts page through a list; nil means the first 100.
+type JobListOpts struct {
+	Limit  int // at most 1000; default 100
+	Offset int
+}
+
+// JobList lists a queue's jobs in one state, oldest first, and how many
+// there are in all.
+func (c *Client) JobList(ctx context.Context, queue string, state JobState, opts *JobListOpts) ([]*JobRow, int, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, 0, fmt.Errorf("baton: job list: %w", err)
+	}
+	o := JobListOpts{Limit: 100}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Limit == 0 {
+		o.Limit = 100
+	}
+	if o.Limit < 0 || o.Limit > 1000 || o.Offset < 0 {
+		return nil, 0, fmt.Errorf("baton: job list: limit %d must be 1..1000 and offset %d not negative", o.Limit, o.Offset)
+	}
+	res, err := c.driver.JobList(ctx, &batondriver.JobListParams{Queue: queue, State: state, Limit: o.Limit, Offset: o.Offset})
+	if err != nil {
+		return nil, 0, fmt.Errorf("baton: list %s jobs of %q: %w", state, queue, err)
+	}
+	return res.Jobs, res.Total, nil
+}
+
+// JobRetry makes a dead, cancelled or scheduled job available now, with
+// its attempts reset.
+func (c *Client) JobRetry(ctx context.Context, queue, id string) (*JobRow, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, fmt.Errorf("baton: job retry: %w", err)
+	}
+	row, err := c.driver.JobRetry(ctx, &batondriver.JobGetParams{Queue: queue, ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("baton: retry job %s in %q: %w", id, queue, err)
+	}
+	return row, nil
+}
+
+// JobDelete removes a job that is not running.
+func (c *Client) JobDelete(ctx context.Context, queue, id string) error {
+	if err := checkQueue(queue); err != nil {
+		return fmt.Errorf("baton: job delete: %w", err)
+	}
+	if err := c.driver.JobDelete(ctx, &batondriver.JobGetParams{Queue: queue, ID: id}); err != nil {
+		return fmt.Errorf("baton: delete job %s in %q: %w", id, queue, err)
+	}
+	return nil
+}
+
+// QueueStats counts a queue's jobs by state.
+type QueueStats = batondriver.QueueStatsResult
+
+// QueueStats returns a queue's counts by state and whether it is paused.
+func (c *Client) QueueStats(ctx context.Context, queue string) (*QueueStats, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, fmt.Errorf("baton: queue stats: %w", err)
+	}
+	res, err := c.driver.QueueStats(ctx, &batondriver.QueueParams{Queue: queue})
+	if err != nil {
+		return nil, fmt.Errorf("baton: stats of %q: %w", queue, err)
+	}
+	return res, nil
+}
+
+// QueueList names the queues that ever had a job.
+func (c *Client) QueueList(ctx context.Context) ([]string, error) {
+	qs, err := c.driver.QueueList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("baton: list queues: %w", err)
+	}
+	return qs, nil
+}
+
+// QueuePause stops every process from fetching from queue; inserts go on
+// and running jobs finish. QueueResume undoes it.
+func (c *Client) QueuePause(ctx context.Context, queue string) error {
+	return c.queuePause(ctx, queue, false)
+}
+
+// QueueResume lets every process fetch from queue again.
+func (c *Client) QueueResume(ctx context.Context, queue string) error {
+	return c.queuePause(ctx, queue, true)
+}
+
+func (c *Client) queuePause(ctx context.Context, queue string, resume bool) error {
+	if err := checkQueue(queue); err != nil {
+		return fmt.Errorf("baton: queue pause: %w", err)
+	}
+	if err := c.driver.QueuePause(ctx, &batondriver.QueuePauseParams{Queue: queue, Resume: resume}); err != nil {
+		return fmt.Errorf("baton: pause/resume %q: %w", queue, err)
+	}
+	return nil
+}

@@ -1,0 +1,1233 @@
+package batondrivertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// Tolerances for comparing times. The backend's clock is not the test's (it
+// may be a server's), and a backend may store times to the millisecond.
+const (
+	clockSlack = time.Second          // a backend's "now" against the test's
+	storeSlack = 2 * time.Millisecond // a time given to the backend against the one it stores
+	waitFor    = 3 * time.Second      // how long an eventual change may take
+)
+
+// unknownID is well-formed but names no job.
+const unknownID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+
+// jobFixture is one test's driver and queue with helpers around them.
+type jobFixture struct {
+	t     *testing.T
+	d     batondriver.JobDriver
+	ctx   context.Context
+	queue string
+}
+
+func newJobFixture(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) *jobFixture {
+	t.Parallel()
+	return &jobFixture{t: t, d: newDriver(t), ctx: t.Context(), queue: uniqueQueue()}
+}
+
+// uniqueQueue returns a queue name no other test uses.
+func uniqueQueue() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "q" + hex.EncodeToString(b)
+}
+
+// newJob returns a job to insert: priority 1, 3 attempts, available now.
+func newJob() *batondriver.JobInsert {
+	return &batondriver.JobInsert{Kind: "test", Args: []byte(`{"n":1}`), Priority: 1, MaxAttempts: 3}
+}
+
+// withJob returns newJob changed by set.
+func withJob(set func(j *batondriver.JobInsert)) *batondriver.JobInsert {
+	j := newJob()
+	set(j)
+	return j
+}
+
+func (f *jobFixture) insert(jobs ...*batondriver.JobInsert) []*batondriver.JobRow {
+	f.t.Helper()
+	res, err := f.d.JobInsert(f.ctx, &batondriver.JobInsertParams{Queue: f.queue, Jobs: jobs})
+	require.NoError(f.t, err)
+	require.Len(f.t, res.Jobs, len(jobs))
+	return res.Jobs
+}
+
+func (f *jobFixture) insertOne(j *batondriver.JobInsert) *batondriver.JobRow {
+	f.t.Helper()
+	return f.insert(j)[0]
+}
+
+// fetchP fetches from the fixture's queue; p.Queue is filled in.
+func (f *jobFixture) fetchP(p batondriver.JobFetchParams) *batondriver.JobFetchResult {
+	f.t.Helper()
+	p.Queue = f.queue
+	res, err := f.d.JobFetch(f.ctx, &p)
+	require.NoError(f.t, err)
+	require.LessOrEqual(f.t, len(res.Jobs), p.Max)
+	return res
+}
+
+// fetch leases up to max jobs for 10s.
+func (f *jobFixture) fetch(max int) *batondriver.JobFetchResult {
+	f.t.Helper()
+	return f.fetchP(batondriver.JobFetchParams{Max: max, LeaseTTL: 10 * time.Second})
+}
+
+// fetchOne leases exactly one job for ttl.
+func (f *jobFixture) fetchOne(ttl time.Duration) *batondriver.JobRow {
+	f.t.Helper()
+	res := f.fetchP(batondriver.JobFetchParams{Max: 1, LeaseTTL: ttl})
+	require.Len(f.t, res.Jobs, 1, "no job fetched")
+	return res.Jobs[0]
+}
+
+func (f *jobFixture) get(id string) *batondriver.JobRow {
+	f.t.Helper()
+	row, err := f.d.JobGet(f.ctx, &batondriver.JobGetParams{Queue: f.queue, ID: id})
+	require.NoError(f.t, err)
+	require.Equal(f.t, id, row.ID)
+	require.Equal(f.t, f.queue, row.Queue)
+	return row
+}
+
+func (f *jobFixture) requireGone(id string) {
+	f.t.Helper()
+	_, err := f.d.JobGet(f.ctx, &batondriver.JobGetParams{Queue: f.queue, ID: id})
+	require.ErrorIs(f.t, err, batondriver.ErrJobNotFound)
+}
+
+// finish records outcomes with the given completed-job retention and
+// returns the stale IDs.
+func (f *jobFixture) finish(retention time.Duration, fs ...*batondriver.JobFinish) []string {
+	f.t.Helper()
+	res, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Finished: fs, Retention: retention})
+	require.NoError(f.t, err)
+	return res.Stale
+}
+
+// outcome is the outcome of row's attempt, presenting row's lease.
+func outcome(row *batondriver.JobRow, o batondriver.JobOutcome, msg string, runAt time.Time) *batondriver.JobFinish {
+	return &batondriver.JobFinish{JobLease: lease(row), Outcome: o, Error: msg, RunAt: runAt}
+}
+
+func lease(row *batondriver.JobRow) batondriver.JobLease {
+	return batondriver.JobLease{ID: row.ID, Lease: row.Lease}
+}
+
+// complete records row's success, keeping the job an hour.
+func (f *jobFixture) complete(row *batondriver.JobRow) {
+	f.t.Helper()
+	require.Empty(f.t, f.finish(time.Hour, outcome(row, batondriver.JobOutcomeCompleted, "", time.Time{})))
+}
+
+func (f *jobFixture) extend(ttl time.Duration, ls ...batondriver.JobLease) *batondriver.JobExtendResult {
+	f.t.Helper()
+	res, err := f.d.JobExtend(f.ctx, &batondriver.JobExtendParams{Queue: f.queue, Leases: ls, TTL: ttl})
+	require.NoError(f.t, err)
+	return res
+}
+
+func (f *jobFixture) list(state batondriver.JobState, limit, offset int) *batondriver.JobListResult {
+	f.t.Helper()
+	res, err := f.d.JobList(f.ctx, &batondriver.JobListParams{Queue: f.queue, State: state, Limit: limit, Offset: offset})
+	require.NoError(f.t, err)
+	for _, row := range res.Jobs {
+		require.Equal(f.t, state, row.State)
+	}
+	return res
+}
+
+func (f *jobFixture) stats() *batondriver.QueueStatsResult {
+	f.t.Helper()
+	res, err := f.d.QueueStats(f.ctx, &batondriver.QueueParams{Queue: f.queue})
+	require.NoError(f.t, err)
+	require.Equal(f.t, f.queue, res.Queue)
+	return res
+}
+
+// counts asserts the queue's counts, in the order of jobStates.
+func (f *jobFixture) counts(scheduled, available, running, completed, cancelled, dead int) {
+	f.t.Helper()
+	require.Equal(f.t, map[batondriver.JobState]int{
+		batondriver.JobStateScheduled: scheduled,
+		batondriver.JobStateAvailable: available,
+		batondriver.JobStateRunning:   running,
+		batondriver.JobStateCompleted: completed,
+		batondriver.JobStateCancelled: cancelled,
+		batondriver.JobStateDead:      dead,
+	}, f.stats().Counts)
+}
+
+func (f *jobFixture) pause(resume bool) {
+	f.t.Helper()
+	require.NoError(f.t, f.d.QueuePause(f.ctx, &batondriver.QueuePauseParams{Queue: f.queue, Resume: resume}))
+}
+
+func (f *jobFixture) retry(id string) (*batondriver.JobRow, error) {
+	return f.d.JobRetry(f.ctx, &batondriver.JobGetParams{Queue: f.queue, ID: id})
+}
+
+func (f *jobFixture) del(id string) error {
+	return f.d.JobDelete(f.ctx, &batondriver.JobGetParams{Queue: f.queue, ID: id})
+}
+
+// wait calls JobWait in a goroutine; the channel yields its error and how
+// long it took.
+func (f *jobFixture) wait(ctx context.Context, timeout time.Duration) <-chan waited {
+	ch := make(chan waited, 1)
+	go func() {
+		start := time.Now()
+		err := f.d.JobWait(ctx, &batondriver.JobWaitParams{Queue: f.queue, Timeout: timeout})
+		ch <- waited{err, time.Since(start)}
+	}()
+	return ch
+}
+
+type waited struct {
+	err  error
+	took time.Duration
+}
+
+// waitResult receives a wait's result, boundedly.
+func (f *jobFixture) waitResult(ch <-chan waited) waited {
+	f.t.Helper()
+	select {
+	case w := <-ch:
+		return w
+	case <-time.After(10 * time.Second):
+		f.t.Fatal("JobWait did not return within 10s")
+		return waited{}
+	}
+}
+
+// eventually calls cond every 10ms until it is true, or fails the test
+// after waitFor. cond runs on the test's goroutine, so it may use require.
+func (f *jobFixture) eventually(what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s: not within %v", what, waitFor)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// recover fetches (leasing nothing, or the recovered job) until an expired
+// lease has been taken back, and returns that fetch's result.
+func (f *jobFixture) recover(p batondriver.JobFetchParams) *batondriver.JobFetchResult {
+	f.t.Helper()
+	var res *batondriver.JobFetchResult
+	f.eventually("expired lease taken back", func() bool {
+		res = f.fetchP(p)
+		return res.Recovered > 0
+	})
+	require.Equal(f.t, 1, res.Recovered)
+	return res
+}
+
+func requireNear(t *testing.T, want, got time.Time, slack time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	require.False(t, got.IsZero(), msgAndArgs...)
+	require.WithinDuration(t, want, got, slack, msgAndArgs...)
+}
+
+func ids(rows []*batondriver.JobRow) []string {
+	out := []string{}
+	for _, r := range rows {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+	t.Run("InsertAvailable", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		in := &batondriver.JobInsert{
+			Kind: "email", Args: []byte(`{"to":"a@b.c"}`), Priority: 3, MaxAttempts: 5,
+			Tags: []string{"x", "y"}, Metadata: []byte(`{"m":1}`),
+		}
+		r := f.insertOne(in)
+		now := time.Now()
+		require.NotEmpty(t, r.ID)
+		require.Equal(t, f.queue, r.Queue)
+		require.Equal(t, "email", r.Kind)
+		require.Equal(t, `{"to":"a@b.c"}`, string(r.Args))
+		require.Equal(t, 3, r.Priority)
+		require.Equal(t, 5, r.MaxAttempts)
+		require.Equal(t, []string{"x", "y"}, r.Tags)
+		require.Equal(t, `{"m":1}`, string(r.Metadata))
+		require.Equal(t, batondriver.JobStateAvailable, r.State)
+		require.Zero(t, r.Attempt)
+		requireNear(t, now, r.CreatedAt, clockSlack)
+		requireNear(t, now, r.RunAt, clockSlack)
+		require.True(t, r.AttemptedAt.IsZero())
+		require.True(t, r.FinishedAt.IsZero())
+		require.Empty(t, r.Errors)
+		require.Empty(t, r.Lease)
+		require.True(t, r.LeaseUntil.IsZero())
+
+		g := f.get(r.ID)
+		require.Equal(t, r.Kind, g.Kind)
+		require.Equal(t, string(r.Args), string(g.Args))
+		require.Equal(t, r.Priority, g.Priority)
+		require.Equal(t, r.MaxAttempts, g.MaxAttempts)
+		require.Equal(t, r.Tags, g.Tags)
+		require.Equal(t, string(r.Metadata), string(g.Metadata))
+		require.Equal(t, r.State, g.State)
+		requireNear(t, r.CreatedAt, g.CreatedAt, storeSlack)
+		requireNear(t, r.RunAt, g.RunAt, storeSlack)
+		f.counts(0, 1, 0, 0, 0, 0)
+	})
+
+	t.Run("InsertScheduled", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		at := time.Now().Add(time.Hour)
+		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = at }))
+		require.Equal(t, batondriver.JobStateScheduled, r.State)
+		requireNear(t, at, r.RunAt, storeSlack)
+		g := f.get(r.ID)
+		require.Equal(t, batondriver.JobStateScheduled, g.State)
+		requireNear(t, at, g.RunAt, storeSlack)
+		res := f.fetch(10)
+		require.Empty(t, res.Jobs, "a job was fetched before its RunAt")
+		requireNear(t, at, res.NextRunAt, storeSlack)
+		f.counts(1, 0, 0, 0, 0, 0)
+	})
+
+	t.Run("InsertPastRunAtIsAvailable", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(-time.Hour) }))
+		require.Equal(t, batondriver.JobStateAvailable, r.State)
+		require.Equal(t, r.ID, f.fetchOne(10*time.Second).ID)
+	})
+
+	t.Run("IDsUniqueAndTimeOrdered", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		var batches [][]string
+		seen := map[string]bool{}
+		for i := range 3 {
+			if i > 0 {
+				time.Sleep(3 * time.Millisecond) // IDs are ordered to the millisecond
+			}
+			batch := ids(f.insert(newJob(), newJob(), newJob(), newJob(), newJob()))
+			for _, id := range batch {
+				require.False(t, seen[id], "duplicate ID %s", id)
+				seen[id] = true
+			}
+			batches = append(batches, batch)
+		}
+		for i := 1; i < len(batches); i++ {
+			require.Greater(t, slices.Min(batches[i]), slices.Max(batches[i-1]), "IDs of a later insert sort before an earlier one's")
+		}
+	})
+
+	t.Run("FetchOrder", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		prios := []int{5, 1, 9, 0, 1, 5, 0}
+		var jobs []*batondriver.JobInsert
+		for _, p := range prios {
+			jobs = append(jobs, withJob(func(j *batondriver.JobInsert) { j.Priority = p }))
+		}
+		rows := f.insert(jobs...)
+		late := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.Priority = 0 }))
+		want := []string{rows[3].ID, rows[6].ID, late.ID, rows[1].ID, rows[4].ID, rows[0].ID, rows[5].ID, rows[2].ID}
+		got := ids(f.fetch(3).Jobs)
+		for range 5 {
+			got = append(got, f.fetchOne(10*time.Second).ID)
+		}
+		require.Equal(t, want, got, "fetch order must be priority, then arrival")
+		require.Empty(t, f.fetch(10).Jobs)
+	})
+
+	t.Run("FetchMax", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insert(newJob(), newJob(), newJob(), newJob(), newJob())
+		require.Len(t, f.fetch(2).Jobs, 2)
+		require.Len(t, f.fetch(10).Jobs, 3)
+		require.Empty(t, f.fetch(10).Jobs)
+		f.counts(0, 0, 5, 0, 0, 0)
+	})
+
+	t.Run("FetchLeases", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		ins := f.insert(newJob(), newJob())
+		res := f.fetch(10)
+		now := time.Now()
+		require.Len(t, res.Jobs, 2)
+		require.ElementsMatch(t, ids(ins), ids(res.Jobs))
+		require.False(t, res.Paused)
+		require.Zero(t, res.Recovered)
+		require.True(t, res.NextRunAt.IsZero())
+		for _, r := range res.Jobs {
+			require.Equal(t, batondriver.JobStateRunning, r.State)
+			require.Equal(t, 1, r.Attempt)
+			require.NotEmpty(t, r.Lease)
+			requireNear(t, now, r.AttemptedAt, clockSlack)
+			requireNear(t, now.Add(10*time.Second), r.LeaseUntil, clockSlack)
+			g := f.get(r.ID)
+			require.Equal(t, batondriver.JobStateRunning, g.State)
+			require.Equal(t, 1, g.Attempt)
+			requireNear(t, r.LeaseUntil, g.LeaseUntil, storeSlack)
+		}
+		require.NotEqual(t, res.Jobs[0].Lease, res.Jobs[1].Lease, "leases must differ")
+		require.Empty(t, f.fetch(10).Jobs, "a leased job was fetched again")
+	})
+
+	t.Run("FetchUnknownQueue", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		res := f.fetch(10)
+		require.Empty(t, res.Jobs)
+		require.False(t, res.Paused)
+		require.Zero(t, res.Recovered)
+		require.True(t, res.NextRunAt.IsZero())
+	})
+
+	t.Run("ScheduledBecomesAvailable", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		const delay = 200 * time.Millisecond
+		start := time.Now()
+		at := start.Add(delay)
+		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = at }))
+		res := f.fetch(1)
+		if time.Since(start) < delay-20*time.Millisecond {
+			require.Empty(t, res.Jobs, "fetched before its RunAt")
+			requireNear(t, at, res.NextRunAt, storeSlack)
+		}
+		var got *batondriver.JobRow
+		f.eventually("scheduled job fetched", func() bool {
+			res = f.fetch(1)
+			if len(res.Jobs) == 0 {
+				return false
+			}
+			got = res.Jobs[0]
+			return true
+		})
+		require.False(t, time.Now().Before(at.Add(-20*time.Millisecond)), "fetched %v before its RunAt", time.Until(at))
+		require.Equal(t, r.ID, got.ID)
+		require.Equal(t, 1, got.Attempt)
+		requireNear(t, at, got.RunAt, storeSlack)
+		require.True(t, res.NextRunAt.IsZero(), "NextRunAt with nothing scheduled")
+	})
+
+	t.Run("NextRunAt", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		first, second := time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+		f.insert(
+			withJob(func(j *batondriver.JobInsert) { j.RunAt = second }),
+			withJob(func(j *batondriver.JobInsert) { j.RunAt = first }),
+			newJob(),
+		)
+		res := f.fetch(10)
+		require.Len(t, res.Jobs, 1)
+		requireNear(t, first, res.NextRunAt, storeSlack)
+	})
+
+	t.Run("ExpiredLeaseRecovered", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(newJob())
+		first := f.fetchOne(50 * time.Millisecond)
+		var got *batondriver.JobRow
+		recovered := 0
+		f.eventually("expired job fetched again", func() bool {
+			res := f.fetch(1)
+			recovered += res.Recovered
+			if len(res.Jobs) == 0 {
+				return false
+			}
+			got = res.Jobs[0]
+			return true
+		})
+		require.Equal(t, 1, recovered)
+		require.Equal(t, r.ID, got.ID)
+		require.Equal(t, 2, got.Attempt, "the expired attempt must stay counted")
+		require.NotEqual(t, first.Lease, got.Lease)
+		require.Len(t, got.Errors, 1)
+		require.Equal(t, 1, got.Errors[0].Attempt)
+		require.Equal(t, "lease expired", got.Errors[0].Error)
+		requireNear(t, time.Now(), got.Errors[0].At, clockSlack)
+	})
+
+	t.Run("RecoverDelay", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(newJob())
+		f.fetchOne(50 * time.Millisecond)
+		res := f.recover(batondriver.JobFetchParams{Max: 1, LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
+		require.Empty(t, res.Jobs, "a job recovered with a delay was fetched at once")
+		g := f.get(r.ID)
+		require.Equal(t, batondriver.JobStateScheduled, g.State)
+		require.Equal(t, 1, g.Attempt)
+		require.Empty(t, g.Lease)
+		requireNear(t, time.Now().Add(time.Hour), g.RunAt, clockSlack)
+		requireNear(t, g.RunAt, res.NextRunAt, storeSlack)
+		require.Equal(t, "lease expired", g.Errors[len(g.Errors)-1].Error)
+	})
+
+	t.Run("ExpiredLeaseWithoutAttemptsIsDead", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.MaxAttempts = 1 }))
+		f.fetchOne(50 * time.Millisecond)
+		res := f.recover(batondriver.JobFetchParams{Max: 1, LeaseTTL: 10 * time.Second})
+		require.Empty(t, res.Jobs)
+		g := f.get(r.ID)
+		require.Equal(t, batondriver.JobStateDead, g.State)
+		require.Equal(t, 1, g.Attempt)
+		require.Empty(t, g.Lease)
+		requireNear(t, time.Now(), g.FinishedAt, clockSlack)
+		require.Len(t, g.Errors, 1)
+		require.Equal(t, batondriver.AttemptError{Attempt: 1, At: g.Errors[0].At, Error: "lease expired"}, g.Errors[0])
+		f.counts(0, 0, 0, 0, 0, 1)
+	})
+
+	t.Run("ExtendKeepsLease", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(100 * time.Millisecond)
+		ext := f.extend(10*time.Second, lease(r))
+		require.Empty(t, ext.Lost)
+		requireNear(t, time.Now(), ext.Now, clockSlack)
+		requireNear(t, time.Now().Add(10*time.Second), f.get(r.ID).LeaseUntil, clockSlack)
+		time.Sleep(150 * time.Millisecond) // past the first expiry
+		res := f.fetch(1)
+		require.Empty(t, res.Jobs, "an extended lease expired at its old time")
+		require.Zero(t, res.Recovered)
+		f.complete(r)
+	})
+
+	t.Run("ExtendReportsLost", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insert(newJob(), newJob())
+		a := f.fetchOne(10 * time.Second)
+		b := f.fetchOne(50 * time.Millisecond)
+		ext := f.extend(10*time.Second,
+			batondriver.JobLease{ID: a.ID, Lease: "not-the-lease"},
+			batondriver.JobLease{ID: unknownID, Lease: a.Lease},
+			lease(a),
+		)
+		require.ElementsMatch(t, []string{a.ID, unknownID}, ext.Lost)
+
+		time.Sleep(100 * time.Millisecond) // b expired, not yet taken back
+		require.Equal(t, []string{b.ID}, f.extend(10*time.Second, lease(b)).Lost, "an expired lease was extended")
+		b2 := f.fetchOne(10 * time.Second) // takes b back and leases it again
+		require.Equal(t, b.ID, b2.ID)
+		require.Equal(t, []string{b.ID}, f.extend(10*time.Second, lease(b), lease(b2)).Lost)
+
+		f.complete(a)
+		require.Equal(t, []string{a.ID}, f.extend(10*time.Second, lease(a)).Lost, "a finished job's lease was extended")
+	})
+
+	t.Run("FinishCompleted", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(time.Hour, outcome(r, batondriver.JobOutcomeCompleted, "not recorded", time.Time{})))
+		g := f.get(r.ID)
+		require.Equal(t, batondriver.JobStateCompleted, g.State)
+		require.Equal(t, 1, g.Attempt)
+		require.Empty(t, g.Errors)
+		require.Empty(t, g.Lease)
+		requireNear(t, time.Now(), g.FinishedAt, clockSlack)
+		f.counts(0, 0, 0, 1, 0, 0)
+		require.Equal(t, []string{r.ID}, f.finish(time.Hour, outcome(r, batondriver.JobOutcomeCompleted, "", time.Time{})), "a second outcome was recorded")
+		require.Empty(t, f.fetch(10).Jobs)
+	})
+
+	t.Run("FinishRetry", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(10 * time.Second)
+		at := time.Now().Add(time.Hour)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeRetry, "boom", at)))
+		g := f.get(r.ID)
+		require.Equal(t, batondriver.JobStateScheduled, g.State)
+		require.Equal(t, 1, g.Attempt)
+		require.Empty(t, g.Lease)
+		require.True(t, g.FinishedAt.IsZero())
+		requireNear(t, at, g.RunAt, storeSlack)
+		require.Len(t, g.Errors, 1)
+		require.Equal(t, 1, g.Errors[0].Attempt)
+		require.Equal(t, "boom", g.Errors[0].Error)
+		requireNear(t, time.Now(), g.Errors[0].At, clockSlack)
+		res := f.fetch(10)
+		require.Empty(t, res.Jobs)
+		requireNear(t, at, res.NextRunAt, storeSlack)
+	})
+
+	t.Run("FinishRetryNowThenDead", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(newJob()) // 3 attempts
+		for attempt := 1; attempt <= 3; attempt++ {
+			got := f.fetchOne(10 * time.Second)
+			require.Equal(t, r.ID, got.ID)
+			require.Equal(t, attempt, got.Attempt)
+			require.Len(t, got.Errors, attempt-1)
+			runAt := time.Now().Add(-clockSlack) // due: available again at once
+			if attempt == 2 {
+				runAt = time.Time{}
+			}
+			require.Empty(t, f.finish(0, outcome(got, batondriver.JobOutcomeRetry, fmt.Sprintf("e%d", attempt), runAt)))
+		}
+		g := f.get(r.ID)
+		require.Equal(t, batondriver.JobStateDead, g.State, "a retry with no attempts left must be dead")
+		requireNear(t, time.Now(), g.FinishedAt, clockSlack)
+		require.Len(t, g.Errors, 3)
+		for i, e := range g.Errors {
+			require.Equal(t, i+1, e.Attempt)
+			require.Equal(t, fmt.Sprintf("e%d", i+1), e.Error)
+		}
+		require.Empty(t, f.fetch(10).Jobs)
+	})
+
+	t.Run("RetryWithoutAttemptsIsDead", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(withJob(func(j *batondriver.JobInsert) { j.MaxAttempts = 1 }))
+		r := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeRetry, "boom", time.Now().Add(time.Hour))))
+		g := f.get(r.ID)
+		require.Equal(t, batondriver.JobStateDead, g.State)
+		require.Equal(t, "boom", g.Errors[0].Error)
+		f.counts(0, 0, 0, 0, 0, 1)
+	})
+
+	t.Run("Snooze", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		one := func(j *batondriver.JobInsert) { j.MaxAttempts = 1 }
+		later := f.insertOne(withJob(one))
+		r := f.fetchOne(10 * time.Second)
+		at := time.Now().Add(time.Hour)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeSnooze, "not recorded", at)))
+		g := f.get(later.ID)
+		require.Equal(t, batondriver.JobStateScheduled, g.State)
+		require.Zero(t, g.Attempt, "a snooze must give the attempt back")
+		require.Empty(t, g.Errors)
+		requireNear(t, at, g.RunAt, storeSlack)
+
+		now := f.insertOne(withJob(one))
+		r = f.fetchOne(10 * time.Second)
+		require.Equal(t, now.ID, r.ID)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeSnooze, "", time.Now().Add(-clockSlack))))
+		require.Equal(t, batondriver.JobStateAvailable, f.get(now.ID).State)
+		r = f.fetchOne(10 * time.Second)
+		require.Equal(t, now.ID, r.ID)
+		require.Equal(t, 1, r.Attempt, "the snoozed attempt was counted")
+	})
+
+	t.Run("Cancel", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeCancel, "no more", time.Now().Add(time.Hour))))
+		g := f.get(r.ID)
+		require.Equal(t, batondriver.JobStateCancelled, g.State)
+		require.Equal(t, 1, g.Attempt)
+		require.Empty(t, g.Lease)
+		requireNear(t, time.Now(), g.FinishedAt, clockSlack)
+		require.Len(t, g.Errors, 1)
+		require.Equal(t, "no more", g.Errors[0].Error)
+		require.Empty(t, f.fetch(10).Jobs)
+		f.counts(0, 0, 0, 0, 1, 0)
+	})
+
+	t.Run("Dead", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeDead, "unknown kind", time.Time{})))
+		g := f.get(r.ID)
+		require.Equal(t, batondriver.JobStateDead, g.State, "dead with attempts left")
+		requireNear(t, time.Now(), g.FinishedAt, clockSlack)
+		require.Equal(t, "unknown kind", g.Errors[0].Error)
+		require.Empty(t, f.fetch(10).Jobs)
+		f.counts(0, 0, 0, 0, 0, 1)
+	})
+
+	t.Run("FinishBatch", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insert(newJob(), newJob(), newJob(), newJob())
+		rs := f.fetch(4).Jobs
+		require.Len(t, rs, 4)
+		wrong := outcome(rs[3], batondriver.JobOutcomeCompleted, "", time.Time{})
+		wrong.Lease = "not-the-lease"
+		stale := f.finish(time.Hour,
+			outcome(rs[0], batondriver.JobOutcomeCompleted, "", time.Time{}),
+			outcome(rs[1], batondriver.JobOutcomeRetry, "boom", time.Now().Add(time.Hour)),
+			wrong,
+			outcome(rs[2], batondriver.JobOutcomeCancel, "stop", time.Time{}),
+		)
+		require.Equal(t, []string{rs[3].ID}, stale)
+		require.Equal(t, batondriver.JobStateCompleted, f.get(rs[0].ID).State)
+		require.Equal(t, batondriver.JobStateScheduled, f.get(rs[1].ID).State)
+		require.Equal(t, batondriver.JobStateCancelled, f.get(rs[2].ID).State)
+		require.Equal(t, batondriver.JobStateRunning, f.get(rs[3].ID).State)
+		f.counts(1, 0, 1, 1, 1, 0)
+	})
+
+	t.Run("StaleFinishIgnored", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(50 * time.Millisecond)
+		wrong := outcome(r, batondriver.JobOutcomeCompleted, "", time.Time{})
+		wrong.Lease = "not-the-lease"
+		require.Equal(t, []string{r.ID}, f.finish(time.Hour, wrong))
+		require.Equal(t, batondriver.JobStateRunning, f.get(r.ID).State)
+
+		time.Sleep(100 * time.Millisecond) // expired, not yet taken back
+		require.Equal(t, []string{r.ID}, f.finish(time.Hour, outcome(r, batondriver.JobOutcomeCompleted, "", time.Time{})),
+			"an outcome with an expired lease was recorded")
+		g := f.get(r.ID)
+		require.NotEqual(t, batondriver.JobStateCompleted, g.State)
+		require.Equal(t, 1, g.Attempt)
+
+		r2 := f.fetchOne(10 * time.Second) // takes it back and leases it again
+		require.Equal(t, r.ID, r2.ID)
+		require.Equal(t, 2, r2.Attempt)
+		for _, o := range []batondriver.JobOutcome{batondriver.JobOutcomeCompleted, batondriver.JobOutcomeRetry, batondriver.JobOutcomeSnooze, batondriver.JobOutcomeCancel, batondriver.JobOutcomeDead} {
+			require.Equal(t, []string{r.ID}, f.finish(time.Hour, outcome(r, o, "late", time.Time{})), "a late %s was recorded", o)
+		}
+		g = f.get(r.ID)
+		require.Equal(t, batondriver.JobStateRunning, g.State)
+		require.Equal(t, 2, g.Attempt)
+		require.Equal(t, r2.Lease, g.Lease)
+		require.Len(t, g.Errors, 1, "only the expiry's error")
+		f.complete(r2)
+	})
+
+	t.Run("RetentionZeroDeletes", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeCompleted, "", time.Time{})))
+		f.requireGone(r.ID)
+		f.counts(0, 0, 0, 0, 0, 0)
+		require.Zero(t, f.list(batondriver.JobStateCompleted, 0, 0).Total)
+	})
+
+	t.Run("RetentionSweptByFetch", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		const retention = 300 * time.Millisecond
+		f.insertOne(newJob())
+		r := f.fetchOne(10 * time.Second)
+		start := time.Now()
+		require.Empty(t, f.finish(retention, outcome(r, batondriver.JobOutcomeCompleted, "", time.Time{})))
+		g := f.get(r.ID)
+		if time.Since(start) < retention-20*time.Millisecond {
+			require.Equal(t, batondriver.JobStateCompleted, g.State)
+			require.Equal(t, 1, f.stats().Counts[batondriver.JobStateCompleted])
+		}
+		f.eventually("completed job removed", func() bool {
+			f.fetch(1)
+			_, err := f.d.JobGet(f.ctx, &batondriver.JobGetParams{Queue: f.queue, ID: r.ID})
+			if err == nil {
+				return false
+			}
+			require.ErrorIs(t, err, batondriver.ErrJobNotFound)
+			return true
+		})
+		require.GreaterOrEqual(t, time.Since(start), retention-20*time.Millisecond, "removed before its retention")
+		f.counts(0, 0, 0, 0, 0, 0)
+	})
+
+	t.Run("MaxErrorsKept", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		const attempts = batondriver.MaxErrors + 2
+		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.MaxAttempts = attempts + 1 }))
+		for i := 1; i <= attempts; i++ {
+			got := f.fetchOne(10 * time.Second)
+			require.Empty(t, f.finish(0, outcome(got, batondriver.JobOutcomeRetry, fmt.Sprintf("e%d", i), time.Time{})))
+		}
+		g := f.get(r.ID)
+		require.Len(t, g.Errors, batondriver.MaxErrors)
+		for i, e := range g.Errors {
+			n := attempts - batondriver.MaxErrors + 1 + i // the newest, oldest first
+			require.Equal(t, n, e.Attempt)
+			require.Equal(t, fmt.Sprintf("e%d", n), e.Error)
+		}
+	})
+
+	t.Run("RowsAreCopies", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		in := withJob(func(j *batondriver.JobInsert) {
+			j.Args, j.Tags, j.Metadata = []byte(`{"a":1}`), []string{"t"}, []byte(`{"m":1}`)
+		})
+		r := f.insertOne(in)
+		scribble := func(row *batondriver.JobRow) {
+			row.Args[2], row.Tags[0], row.Metadata[2] = 'X', "X", 'X'
+			row.State, row.Attempt, row.Priority = batondriver.JobStateDead, 7, 9
+			if len(row.Errors) > 0 {
+				row.Errors[0].Error = "X"
+			}
+		}
+		check := func() {
+			t.Helper()
+			g := f.get(r.ID)
+			require.Equal(t, `{"a":1}`, string(g.Args))
+			require.Equal(t, []string{"t"}, g.Tags)
+			require.Equal(t, `{"m":1}`, string(g.Metadata))
+			require.NotEqual(t, batondriver.JobStateDead, g.State)
+			require.Equal(t, 1, g.Priority)
+			for _, e := range g.Errors {
+				require.Equal(t, "boom", e.Error)
+			}
+		}
+		in.Args[2], in.Tags[0], in.Metadata[2] = 'X', "X", 'X'
+		check()
+		scribble(r)
+		check()
+		scribble(f.get(r.ID))
+		check()
+		got := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(0, outcome(got, batondriver.JobOutcomeRetry, "boom", time.Time{})))
+		scribble(f.get(r.ID))
+		check()
+		got = f.fetchOne(10 * time.Second)
+		scribble(got)
+		check()
+		list := f.list(batondriver.JobStateRunning, 0, 0)
+		scribble(list.Jobs[0])
+		check()
+	})
+
+	t.Run("GetNotFound", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.requireGone(unknownID)
+		r := f.insertOne(newJob())
+		other := *f
+		other.queue = uniqueQueue()
+		other.requireGone(r.ID) // a job belongs to its queue
+		_, err := other.retry(r.ID)
+		require.ErrorIs(t, err, batondriver.ErrJobNotFound)
+		require.ErrorIs(t, other.del(r.ID), batondriver.ErrJobNotFound)
+		_, err = f.retry(unknownID)
+		require.ErrorIs(t, err, batondriver.ErrJobNotFound)
+		require.ErrorIs(t, f.del(unknownID), batondriver.ErrJobNotFound)
+		f.get(r.ID)
+	})
+
+	t.Run("ListStates", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		pause := func() { time.Sleep(5 * time.Millisecond) } // distinct times at millisecond precision
+		// running, by AttemptedAt
+		f.insert(newJob(), newJob())
+		r1 := f.fetchOne(10 * time.Second)
+		pause()
+		r2 := f.fetchOne(10 * time.Second)
+		// completed, cancelled and dead, by FinishedAt
+		f.insert(newJob(), newJob(), newJob(), newJob())
+		ts := f.fetch(4).Jobs
+		require.Len(t, ts, 4)
+		f.complete(ts[1])
+		pause()
+		f.complete(ts[0])
+		require.Empty(t, f.finish(0,
+			outcome(ts[2], batondriver.JobOutcomeCancel, "c", time.Time{}),
+			outcome(ts[3], batondriver.JobOutcomeDead, "d", time.Time{})))
+		// scheduled, by RunAt
+		now := time.Now()
+		ss := f.insert(
+			withJob(func(j *batondriver.JobInsert) { j.RunAt = now.Add(3 * time.Hour) }),
+			withJob(func(j *batondriver.JobInsert) { j.RunAt = now.Add(time.Hour) }),
+			withJob(func(j *batondriver.JobInsert) { j.RunAt = now.Add(2 * time.Hour) }),
+		)
+		// available, by RunAt, not by priority
+		a1 := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.Priority = 5 }))
+		pause()
+		a2 := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.Priority = 0 }))
+
+		for state, want := range map[batondriver.JobState][]string{
+			batondriver.JobStateScheduled: {ss[1].ID, ss[2].ID, ss[0].ID},
+			batondriver.JobStateAvailable: {a1.ID, a2.ID},
+			batondriver.JobStateRunning:   {r1.ID, r2.ID},
+			batondriver.JobStateCompleted: {ts[1].ID, ts[0].ID},
+			batondriver.JobStateCancelled: {ts[2].ID},
+			batondriver.JobStateDead:      {ts[3].ID},
+		} {
+			res := f.list(state, 0, 0)
+			require.Equal(t, want, ids(res.Jobs), "%s jobs, oldest first", state)
+			require.Equal(t, len(want), res.Total, state)
+		}
+	})
+
+	t.Run("ListPages", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		all := ids(f.insert(newJob(), newJob(), newJob(), newJob(), newJob()))
+		for _, c := range []struct {
+			limit, offset int
+			want          []string
+		}{
+			{2, 0, all[:2]}, {2, 2, all[2:4]}, {2, 4, all[4:]}, {2, 5, []string{}}, {3, 100, []string{}}, {0, 1, all[1:]},
+		} {
+			res := f.list(batondriver.JobStateAvailable, c.limit, c.offset)
+			require.Equal(t, c.want, ids(res.Jobs), "limit %d offset %d", c.limit, c.offset)
+			require.Equal(t, 5, res.Total)
+		}
+		empty := f.list(batondriver.JobStateDead, 0, 0)
+		require.Empty(t, empty.Jobs)
+		require.Zero(t, empty.Total)
+	})
+
+	t.Run("ListDefaultLimit", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		jobs := make([]*batondriver.JobInsert, 101)
+		for i := range jobs {
+			jobs[i] = newJob()
+		}
+		f.insert(jobs...)
+		res := f.list(batondriver.JobStateAvailable, 0, 0)
+		require.Len(t, res.Jobs, 100, "Limit 0 means 100")
+		require.Equal(t, 101, res.Total)
+		require.Len(t, f.list(batondriver.JobStateAvailable, 1000, 0).Jobs, 101)
+	})
+
+	t.Run("RetryDead", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(withJob(func(j *batondriver.JobInsert) { j.MaxAttempts = 1 }))
+		r := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeRetry, "boom", time.Time{})))
+		require.Equal(t, batondriver.JobStateDead, f.get(r.ID).State)
+		g, err := f.retry(r.ID)
+		require.NoError(t, err)
+		require.Equal(t, r.ID, g.ID)
+		require.Equal(t, batondriver.JobStateAvailable, g.State)
+		require.Zero(t, g.Attempt, "attempts must be reset")
+		require.True(t, g.FinishedAt.IsZero())
+		requireNear(t, time.Now(), g.RunAt, clockSlack)
+		require.Len(t, g.Errors, 1, "errors must be kept")
+		require.Equal(t, batondriver.JobStateAvailable, f.get(r.ID).State)
+		got := f.fetchOne(10 * time.Second)
+		require.Equal(t, r.ID, got.ID)
+		require.Equal(t, 1, got.Attempt)
+	})
+
+	t.Run("RetryCancelled", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeCancel, "stop", time.Time{})))
+		g, err := f.retry(r.ID)
+		require.NoError(t, err)
+		require.Equal(t, batondriver.JobStateAvailable, g.State)
+		require.Zero(t, g.Attempt)
+		require.Equal(t, "stop", g.Errors[0].Error)
+		f.counts(0, 1, 0, 0, 0, 0)
+		require.Equal(t, r.ID, f.fetchOne(10*time.Second).ID)
+	})
+
+	t.Run("RetryScheduled", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(time.Hour) }))
+		g, err := f.retry(r.ID)
+		require.NoError(t, err)
+		require.Equal(t, batondriver.JobStateAvailable, g.State)
+		requireNear(t, time.Now(), g.RunAt, clockSlack)
+		got := f.fetchOne(10 * time.Second)
+		require.Equal(t, r.ID, got.ID)
+	})
+
+	t.Run("RetryMakesOldLeaseStale", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(50 * time.Millisecond)
+		f.recover(batondriver.JobFetchParams{Max: 1, LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
+		g, err := f.retry(r.ID)
+		require.NoError(t, err)
+		require.Zero(t, g.Attempt)
+		r2 := f.fetchOne(10 * time.Second)
+		require.Equal(t, 1, r2.Attempt)
+		require.Equal(t, []string{r.ID}, f.finish(0, outcome(r, batondriver.JobOutcomeCompleted, "", time.Time{})))
+		require.Equal(t, []string{r.ID}, f.extend(time.Second, lease(r)).Lost)
+		f.complete(r2)
+	})
+
+	t.Run("RetryRejected", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insert(newJob(), newJob())
+		running := f.fetchOne(10 * time.Second)
+		_, err := f.retry(running.ID)
+		require.ErrorIs(t, err, batondriver.ErrBadParams, "a running job was retried")
+		g := f.get(running.ID)
+		require.Equal(t, batondriver.JobStateRunning, g.State)
+		require.Equal(t, running.Lease, g.Lease)
+
+		done := f.fetchOne(10 * time.Second)
+		f.complete(done)
+		_, err = f.retry(done.ID)
+		require.ErrorIs(t, err, batondriver.ErrBadParams, "a completed job was retried")
+		require.Equal(t, batondriver.JobStateCompleted, f.get(done.ID).State)
+	})
+
+	t.Run("Delete", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insert(newJob(), newJob())
+		running := f.fetchOne(10 * time.Second)
+		dead := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(0, outcome(dead, batondriver.JobOutcomeDead, "x", time.Time{})))
+		avail := f.insertOne(newJob())
+		sched := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(time.Hour) }))
+		f.counts(1, 1, 1, 0, 0, 1)
+
+		require.ErrorIs(t, f.del(running.ID), batondriver.ErrBadParams, "a running job was deleted")
+		require.Equal(t, batondriver.JobStateRunning, f.get(running.ID).State)
+		for _, id := range []string{avail.ID, sched.ID, dead.ID} {
+			require.NoError(t, f.del(id))
+			f.requireGone(id)
+			require.ErrorIs(t, f.del(id), batondriver.ErrJobNotFound)
+		}
+		res := f.fetch(10)
+		require.Empty(t, res.Jobs, "a deleted job was fetched")
+		require.True(t, res.NextRunAt.IsZero(), "a deleted job is still scheduled")
+		f.counts(0, 0, 1, 0, 0, 0)
+		require.Zero(t, f.list(batondriver.JobStateDead, 0, 0).Total)
+	})
+
+	t.Run("QueueStats", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		st := f.stats()
+		require.False(t, st.Paused)
+		require.True(t, st.OldestAvailable.IsZero())
+		f.counts(0, 0, 0, 0, 0, 0)
+
+		f.insert(newJob(), newJob(), newJob(), newJob())
+		rs := f.fetch(4).Jobs
+		require.Len(t, rs, 4)
+		require.Empty(t, f.finish(time.Hour,
+			outcome(rs[0], batondriver.JobOutcomeCompleted, "", time.Time{}),
+			outcome(rs[1], batondriver.JobOutcomeCancel, "c", time.Time{}),
+			outcome(rs[2], batondriver.JobOutcomeDead, "d", time.Time{})))
+		at := time.Now().Add(time.Hour)
+		f.insert(
+			withJob(func(j *batondriver.JobInsert) { j.RunAt = at }),
+			withJob(func(j *batondriver.JobInsert) { j.RunAt = at }),
+		)
+		oldest := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.Priority = 9 }))
+		time.Sleep(5 * time.Millisecond)
+		f.insert(withJob(func(j *batondriver.JobInsert) { j.Priority = 0 }), newJob())
+		f.counts(2, 3, 1, 1, 1, 1)
+		st = f.stats()
+		require.Len(t, st.Counts, 6, "every state is counted")
+		requireNear(t, oldest.RunAt, st.OldestAvailable, storeSlack)
+	})
+
+	t.Run("QueueList", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		names, err := f.d.QueueList(f.ctx)
+		require.NoError(t, err)
+		require.NotContains(t, names, f.queue)
+
+		// Pausing and waiting do not make a queue that had a job.
+		require.NoError(t, f.d.QueuePause(f.ctx, &batondriver.QueuePauseParams{Queue: f.queue}))
+		require.NoError(t, f.d.JobWait(f.ctx, &batondriver.JobWaitParams{Queue: f.queue, Timeout: time.Millisecond}))
+		names, err = f.d.QueueList(f.ctx)
+		require.NoError(t, err)
+		require.NotContains(t, names, f.queue)
+
+		r := f.insertOne(newJob())
+		require.NoError(t, f.del(r.ID))
+		names, err = f.d.QueueList(f.ctx)
+		require.NoError(t, err)
+		require.Contains(t, names, f.queue, "a queue that had a job is listed")
+		require.True(t, slices.IsSorted(names), "names must be sorted")
+	})
+
+	t.Run("Pause", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insert(newJob(), newJob())
+		running := f.fetchOne(10 * time.Second)
+		f.pause(false)
+		f.pause(false) // twice is once
+		res := f.fetch(10)
+		require.True(t, res.Paused)
+		require.Empty(t, res.Jobs)
+		require.True(t, f.stats().Paused)
+
+		// Inserts, outcomes, extensions and admin operations still work.
+		r := f.insertOne(newJob())
+		require.Equal(t, batondriver.JobStateAvailable, r.State)
+		require.Empty(t, f.extend(10*time.Second, lease(running)).Lost)
+		f.complete(running)
+		require.Equal(t, 2, f.list(batondriver.JobStateAvailable, 0, 0).Total)
+		require.NoError(t, f.del(r.ID))
+		f.counts(0, 1, 0, 1, 0, 0)
+
+		f.pause(true)
+		require.False(t, f.stats().Paused)
+		res = f.fetch(10)
+		require.False(t, res.Paused)
+		require.Len(t, res.Jobs, 1)
+	})
+
+	t.Run("WaitWokenByInsert", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		ch := f.wait(f.ctx, 10*time.Second)
+		time.Sleep(50 * time.Millisecond) // let it wait; an insert before it waits wakes it too
+		f.insertOne(newJob())
+		w := f.waitResult(ch)
+		require.NoError(t, w.err)
+		require.Less(t, w.took, 5*time.Second, "JobWait slept through an insert")
+	})
+
+	t.Run("WaitTokenOutlivesInsert", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob()) // nobody waits yet: the wake is kept
+		w := f.waitResult(f.wait(f.ctx, 10*time.Second))
+		require.NoError(t, w.err)
+		require.Less(t, w.took, 5*time.Second, "an insert's wake was lost")
+	})
+
+	t.Run("WaitWokenForDueJobsLeftAvailable", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		at := time.Now().Add(50 * time.Millisecond)
+		job := withJob(func(j *batondriver.JobInsert) { j.RunAt = at })
+		f.insert(job, job, job)
+		f.eventually("due job fetched", func() bool { return len(f.fetch(1).Jobs) == 1 })
+		// The fetch made three jobs available and leased one: the other two
+		// must not wait for a fetcher's safety poll.
+		for range 2 {
+			w := f.waitResult(f.wait(f.ctx, 10*time.Second))
+			require.NoError(t, w.err)
+			require.Less(t, w.took, 5*time.Second, "a due job left available woke nobody")
+		}
+	})
+
+	t.Run("WaitWakesOnePerJob", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		const timeout = time.Second
+		a, b := f.wait(f.ctx, timeout), f.wait(f.ctx, timeout)
+		time.Sleep(50 * time.Millisecond) // let both wait
+		f.insertOne(newJob())
+		wa, wb := f.waitResult(a), f.waitResult(b)
+		require.NoError(t, wa.err)
+		require.NoError(t, wb.err)
+		first, second := min(wa.took, wb.took), max(wa.took, wb.took)
+		require.Less(t, first, timeout/2, "no waiter was woken by the insert")
+		require.GreaterOrEqual(t, second, timeout-20*time.Millisecond, "one job woke two waiters")
+	})
+
+	t.Run("WaitWakesOneEachForABatch", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		const timeout = 5 * time.Second
+		a, b := f.wait(f.ctx, timeout), f.wait(f.ctx, timeout)
+		time.Sleep(50 * time.Millisecond)
+		f.insert(newJob(), newJob())
+		for _, ch := range []<-chan waited{a, b} {
+			w := f.waitResult(ch)
+			require.NoError(t, w.err)
+			require.Less(t, w.took, timeout/2, "two jobs did not wake two waiters")
+		}
+	})
+
+	t.Run("WaitTimeout", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		const timeout = 100 * time.Millisecond
+		w := f.waitResult(f.wait(f.ctx, timeout))
+		require.NoError(t, w.err, "a timeout is not an error")
+		require.GreaterOrEqual(t, w.took, timeout-20*time.Millisecond)
+		require.Less(t, w.took, 5*time.Second)
+	})
+
+	t.Run("WaitContext", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		ctx, cancel := context.WithCancel(f.ctx)
+		ch := f.wait(ctx, 10*time.Second)
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+		w := f.waitResult(ch)
+		require.ErrorIs(t, w.err, context.Canceled)
+		require.Less(t, w.took, 5*time.Second)
+
+		ctx, cancel = context.WithTimeout(f.ctx, 50*time.Millisecond)
+		defer cancel()
+		w = f.waitResult(f.wait(ctx, 10*time.Second))
+		require.ErrorIs(t, w.err, context.DeadlineExceeded)
+		require.Less(t, w.took, 5*time.Second)
+
+		// The cancelled waiters took no wake with them.
+		b := f.wait(f.ctx, 10*time.Second)
+		time.Sleep(50 * time.Millisecond)
+		f.insertOne(newJob())
+		w = f.waitResult(b)
+		require.NoError(t, w.err)
+		require.Less(t, w.took, 5*time.Second)
+	})
+
+	t.Run("BadParams", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		bad := func(name string, err error) {
+			t.Helper()
+			require.ErrorIs(t, err, batondriver.ErrBadParams, name)
+		}
+		insert := func(q string, j *batondriver.JobInsert) error {
+			_, err := f.d.JobInsert(f.ctx, &batondriver.JobInsertParams{Queue: q, Jobs: []*batondriver.JobInsert{j}})
+			return err
+		}
+		bad("insert: empty queue", insert("", newJob()))
+		bad("insert: empty kind", insert(f.queue, withJob(func(j *batondriver.JobInsert) { j.Kind = "" })))
+		bad("insert: negative priority", insert(f.queue, withJob(func(j *batondriver.JobInsert) { j.Priority = -1 })))
+		bad("insert: priority over max", insert(f.queue, withJob(func(j *batondriver.JobInsert) { j.Priority = batondriver.MaxPriority + 1 })))
+		bad("insert: no attempts", insert(f.queue, withJob(func(j *batondriver.JobInsert) { j.MaxAttempts = 0 })))
+		_, err := f.d.JobInsert(f.ctx, &batondriver.JobInsertParams{Queue: f.queue, Jobs: []*batondriver.JobInsert{
+			newJob(), withJob(func(j *batondriver.JobInsert) { j.Kind = "" }),
+		}})
+		bad("insert: one bad job", err)
+		f.counts(0, 0, 0, 0, 0, 0) // a rejected batch inserts nothing
+
+		for name, p := range map[string]batondriver.JobFetchParams{
+			"fetch: empty queue":    {Max: 1, LeaseTTL: time.Second},
+			"fetch: zero max":       {Queue: f.queue, LeaseTTL: time.Second},
+			"fetch: zero lease TTL": {Queue: f.queue, Max: 1},
+			"fetch: sub-ms TTL":     {Queue: f.queue, Max: 1, LeaseTTL: time.Microsecond},
+			"fetch: negative delay": {Queue: f.queue, Max: 1, LeaseTTL: time.Second, RecoverDelay: -time.Second},
+		} {
+			_, err := f.d.JobFetch(f.ctx, &p)
+			bad(name, err)
+		}
+		bad("wait: empty queue", f.d.JobWait(f.ctx, &batondriver.JobWaitParams{Timeout: time.Second}))
+		bad("wait: zero timeout", f.d.JobWait(f.ctx, &batondriver.JobWaitParams{Queue: f.queue}))
+
+		_, err = f.d.JobExtend(f.ctx, &batondriver.JobExtendParams{Queue: f.queue, Leases: []batondriver.JobLease{{ID: unknownID, Lease: "x"}}})
+		bad("extend: zero TTL", err)
+		_, err = f.d.JobExtend(f.ctx, &batondriver.JobExtendParams{Leases: []batondriver.JobLease{{ID: unknownID, Lease: "x"}}, TTL: time.Second})
+		bad("extend: empty queue", err)
+
+		one := []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: unknownID, Lease: "x"}, Outcome: batondriver.JobOutcomeCompleted}}
+		_, err = f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Finished: one})
+		bad("finish: empty queue", err)
+		_, err = f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Finished: one, Retention: -time.Second})
+		bad("finish: negative retention", err)
+		_, err = f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Finished: []*batondriver.JobFinish{
+			{JobLease: batondriver.JobLease{ID: unknownID, Lease: "x"}, Outcome: "maybe"},
+		}})
+		bad("finish: unknown outcome", err)
+
+		for name, p := range map[string]batondriver.JobListParams{
+			"list: empty queue":     {State: batondriver.JobStateAvailable},
+			"list: unknown state":   {Queue: f.queue, State: "sleeping"},
+			"list: limit over 1000": {Queue: f.queue, State: batondriver.JobStateAvailable, Limit: 1001},
+			"list: negative limit":  {Queue: f.queue, State: batondriver.JobStateAvailable, Limit: -1},
+			"list: negative offset": {Queue: f.queue, State: batondriver.JobStateAvailable, Offset: -1},
+		} {
+			_, err := f.d.JobList(f.ctx, &p)
+			bad(name, err)
+		}
+		_, err = f.d.JobGet(f.ctx, &batondriver.JobGetParams{ID: unknownID})
+		bad("get: empty queue", err)
+		_, err = f.d.JobRetry(f.ctx, &batondriver.JobGetParams{ID: unknownID})
+		bad("retry: empty queue", err)
+		bad("delete: empty queue", f.d.JobDelete(f.ctx, &batondriver.JobGetParams{ID: unknownID}))
+		_, err = f.d.QueueStats(f.ctx, &batondriver.QueueParams{})
+		bad("stats: empty queue", err)
+		bad("pause: empty queue", f.d.QueuePause(f.ctx, &batondriver.QueuePauseParams{}))
+	})
+}

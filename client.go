@@ -1,0 +1,177 @@
+package baton
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// Client inserts jobs, runs them (after Start) and administers queues. It
+// is safe for concurrent use.
+type Client struct {
+	driver batondriver.JobDriver
+	cfg    *config
+
+	mu     sync.Mutex
+	runner *runner // while started
+}
+
+// NewClient returns a client on driver. It checks cfg but does not contact
+// the backend.
+func NewClient(driver batondriver.JobDriver, cfg *Config) (*Client, error) {
+	if driver == nil {
+		return nil, errors.New("baton: NewClient: nil driver")
+	}
+	c, err := newConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{driver: driver, cfg: c}, nil
+}
+
+// Insert adds one job. Its kind's worker settings and opts (nil for
+// defaults) decide its queue, priority, schedule and attempts.
+func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
+	res, err := c.InsertMany(ctx, []*InsertManyParams{{Args: args, Opts: opts}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// InsertMany adds jobs, in one round trip per queue. Either every job is
+// checked and inserted, or an error says which one is invalid and none is
+// inserted; a backend error can leave the jobs of some queues inserted.
+func (c *Client) InsertMany(ctx context.Context, jobs []*InsertManyParams) ([]*InsertResult, error) {
+	insert := c.insertMany
+	for i := len(c.cfg.InsertMiddleware) - 1; i >= 0; i-- {
+		mw, next := c.cfg.InsertMiddleware[i], insert
+		insert = func(ctx context.Context, jobs []*InsertManyParams) ([]*InsertResult, error) {
+			return mw(ctx, jobs, func(ctx context.Context) ([]*InsertResult, error) { return next(ctx, jobs) })
+		}
+	}
+	return insert(ctx, jobs)
+}
+
+func (c *Client) insertMany(ctx context.Context, jobs []*InsertManyParams) ([]*InsertResult, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	now := time.Now()
+	type placed struct {
+		queue string
+		index int // in that queue's batch
+	}
+	batches := map[string]*batondriver.JobInsertParams{}
+	var order []string
+	where := make([]placed, len(jobs))
+	for i, j := range jobs {
+		queue, ins, err := c.prepare(j, now)
+		if err != nil {
+			return nil, fmt.Errorf("baton: insert #%d: %w", i, err)
+		}
+		b := batches[queue]
+		if b == nil {
+			b = &batondriver.JobInsertParams{Queue: queue}
+			batches[queue] = b
+			order = append(order, queue)
+		}
+		where[i] = placed{queue, len(b.Jobs)}
+		b.Jobs = append(b.Jobs, ins)
+	}
+	rows := map[string][]*JobRow{}
+	for _, queue := range order {
+		res, err := c.driver.JobInsert(ctx, batches[queue])
+		if err != nil {
+			return nil, fmt.Errorf("baton: insert into %q: %w", queue, err)
+		}
+		rows[queue] = res.Jobs
+	}
+	out := make([]*InsertResult, len(jobs))
+	for i, p := range where {
+		out[i] = &InsertResult{Job: rows[p.queue][p.index]}
+	}
+	return out, nil
+}
+
+// prepare validates one job and resolves its options.
+func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriver.JobInsert, error) {
+	if j == nil || j.Args == nil {
+		return "", nil, errors.New("nil args")
+	}
+	kind := j.Args.Kind()
+	if err := checkKind(kind); err != nil {
+		return "", nil, err
+	}
+	var wopts WorkerOpts
+	if c.cfg.Workers != nil {
+		kw, ok := c.cfg.Workers.kinds[kind]
+		switch {
+		case ok:
+			wopts = kw.opts
+		case !c.cfg.AllowUnknownKinds:
+			return "", nil, fmt.Errorf("%w %q: no worker registered (set Config.AllowUnknownKinds if another process runs it)", ErrUnknownKind, kind)
+		}
+	}
+	o := InsertOpts{Priority: 1}
+	if j.Opts != nil {
+		o = *j.Opts
+	}
+	queue := o.Queue
+	if queue == "" {
+		queue = wopts.Queue
+	}
+	if queue == "" {
+		queue = "default"
+	}
+	if err := checkQueue(queue); err != nil {
+		return "", nil, err
+	}
+	if o.Priority < 0 || o.Priority > batondriver.MaxPriority {
+		return "", nil, fmt.Errorf("kind %q: priority %d out of range 0..%d", kind, o.Priority, batondriver.MaxPriority)
+	}
+	attempts := o.MaxAttempts
+	if attempts == 0 {
+		attempts = wopts.MaxAttempts
+	}
+	if attempts == 0 {
+		attempts = c.cfg.MaxAttempts
+	}
+	if attempts < 0 {
+		return "", nil, fmt.Errorf("kind %q: negative MaxAttempts %d", kind, o.MaxAttempts)
+	}
+	if o.Delay < 0 {
+		return "", nil, fmt.Errorf("kind %q: negative Delay %v", kind, o.Delay)
+	}
+	runAt := o.RunAt
+	if o.Delay > 0 {
+		runAt = now.Add(o.Delay)
+	}
+	if len(o.Tags) > 16 {
+		return "", nil, fmt.Errorf("kind %q: %d tags, at most 16", kind, len(o.Tags))
+	}
+	for _, t := range o.Tags {
+		if t == "" || len(t) > 128 {
+			return "", nil, fmt.Errorf("kind %q: tag %q must have 1 to 128 bytes", kind, t)
+		}
+	}
+	if o.Metadata != nil && !json.Valid(o.Metadata) {
+		return "", nil, fmt.Errorf("kind %q: metadata is not valid JSON", kind)
+	}
+	args, err := json.Marshal(j.Args)
+	if err != nil {
+		return "", nil, fmt.Errorf("kind %q: encoding args: %w", kind, err)
+	}
+	if len(args) > c.cfg.MaxArgsBytes {
+		return "", nil, fmt.Errorf("kind %q: args of %d bytes exceed Config.MaxArgsBytes (%d)", kind, len(args), c.cfg.MaxArgsBytes)
+	}
+	return queue, &batondriver.JobInsert{
+		Kind: kind, Args: args, Priority: o.Priority, MaxAttempts: attempts,
+		RunAt: runAt, Tags: o.Tags, Metadata: o.Metadata,
+	}, nil
+}

@@ -1,0 +1,182 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// QueueConfig is a queue a client works, with its share of the workers.
+type QueueConfig struct {
+	Name string
+	// Weight is the queue's share of fetches relative to the other queues:
+	// with critical 6, default 3 and low 1, critical is asked first six
+	// times in ten. Default 1. Ignored with Config.StrictPriority.
+	Weight int
+}
+
+// Config configures a Client. nil means the zero value: an insert-only
+// client with the defaults below.
+type Config struct {
+	// Workers are the kinds this client runs. nil: the client only inserts
+	// and administers, and Start fails.
+	Workers *Workers
+
+	// Queues are worked by Start. Default: one queue "default".
+	Queues []QueueConfig
+	// StrictPriority makes the workers drain the queues in the order of
+	// Queues: a queue is fetched from only when the ones before it have
+	// nothing available.
+	StrictPriority bool
+
+	// Concurrency is how many jobs this process runs at once. Default 100.
+	Concurrency int
+
+	// LeaseTTL is how long a running job is leased to this process without
+	// a heartbeat; heartbeats renew it every LeaseTTL/3. A crashed process's
+	// jobs run again after at most LeaseTTL (plus RecoverDelay). Default 30s.
+	LeaseTTL time.Duration
+	// RecoverDelay is how long after its lease expired a job runs again.
+	// Default 0: at once.
+	RecoverDelay time.Duration
+
+	// JobTimeout bounds one attempt unless the kind sets its own. Default
+	// 1 minute; negative: no timeout.
+	JobTimeout time.Duration
+	// MaxAttempts is the default for kinds that set none. Default 25.
+	MaxAttempts int
+	// Backoff is the delay before retry number attempt (1 after the first
+	// failure) for kinds that set none. Default: exponential from 1s,
+	// doubling, capped at 24h, with ±25% jitter.
+	Backoff func(attempt int) time.Duration
+
+	// CompletedRetention is how long completed jobs are kept. Default 24h;
+	// negative: deleted at once.
+	CompletedRetention time.Duration
+
+	// MaxArgsBytes bounds a job's encoded args; bigger inserts fail.
+	// Default 1 MiB.
+	MaxArgsBytes int
+
+	// PollInterval is the safety net of fetching: an idle worker pool asks
+	// its queues at least this often even if no insert woke it. New jobs
+	// wake it at once. Default 1s.
+	PollInterval time.Duration
+
+	// AllowUnknownKinds lets a client with Workers insert kinds it has no
+	// worker for (another process runs them). Default false: such an insert
+	// is an error wrapping ErrUnknownKind. A client without Workers inserts
+	// any kind.
+	AllowUnknownKinds bool
+
+	// WorkerMiddleware wraps every attempt, outermost first.
+	WorkerMiddleware []WorkerMiddleware
+	// InsertMiddleware wraps every insert call, outermost first.
+	InsertMiddleware []InsertMiddleware
+
+	// Logger receives the client's logs, with job attributes. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// WorkerMiddleware wraps one attempt of a job: it calls next to run it (or
+// returns without calling it) and may change the outcome it returns.
+type WorkerMiddleware func(ctx context.Context, job *JobRow, next func(context.Context) error) error
+
+// InsertMiddleware wraps one Insert or InsertMany call.
+type InsertMiddleware func(ctx context.Context, jobs []*InsertManyParams, next func(context.Context) ([]*InsertResult, error)) ([]*InsertResult, error)
+
+// config is a Config with defaults filled in and checked.
+type config struct {
+	Config
+	weights []int
+}
+
+func newConfig(cfg *Config) (*config, error) {
+	c := &config{}
+	if cfg != nil {
+		c.Config = *cfg
+	}
+	if len(c.Queues) == 0 {
+		c.Queues = []QueueConfig{{Name: "default"}}
+	}
+	seen := map[string]bool{}
+	for _, q := range c.Queues {
+		if err := checkQueue(q.Name); err != nil {
+			return nil, fmt.Errorf("baton: Config.Queues: %w", err)
+		}
+		if seen[q.Name] {
+			return nil, fmt.Errorf("baton: Config.Queues: queue %q listed twice", q.Name)
+		}
+		seen[q.Name] = true
+		w := q.Weight
+		if w == 0 {
+			w = 1
+		}
+		if w < 0 {
+			return nil, fmt.Errorf("baton: Config.Queues: queue %q has negative weight %d", q.Name, q.Weight)
+		}
+		c.weights = append(c.weights, w)
+	}
+	var errs []error
+	def := func(v *time.Duration, d time.Duration, name string) {
+		if *v == 0 {
+			*v = d
+		}
+		if *v < 0 {
+			errs = append(errs, fmt.Errorf("baton: Config.%s is negative (%v)", name, *v))
+		}
+	}
+	def(&c.LeaseTTL, 30*time.Second, "LeaseTTL")
+	def(&c.PollInterval, time.Second, "PollInterval")
+	if c.RecoverDelay < 0 {
+		errs = append(errs, fmt.Errorf("baton: Config.RecoverDelay is negative (%v)", c.RecoverDelay))
+	}
+	if c.LeaseTTL < 30*time.Millisecond {
+		errs = append(errs, fmt.Errorf("baton: Config.LeaseTTL %v is shorter than 30ms", c.LeaseTTL))
+	}
+	if c.JobTimeout == 0 {
+		c.JobTimeout = time.Minute
+	}
+	if c.CompletedRetention == 0 {
+		c.CompletedRetention = 24 * time.Hour
+	}
+	if c.CompletedRetention < 0 {
+		c.CompletedRetention = 0
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 100
+	}
+	if c.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("baton: Config.Concurrency is negative (%d)", c.Concurrency))
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 25
+	}
+	if c.MaxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("baton: Config.MaxAttempts is negative (%d)", c.MaxAttempts))
+	}
+	if c.MaxArgsBytes == 0 {
+		c.MaxArgsBytes = 1 << 20
+	}
+	if c.Backoff == nil {
+		c.Backoff = DefaultBackoff
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, errors.Join(errs...)
+}
+
+// DefaultBackoff is the retry delay Baton uses unless configured: 1s before
+// the first retry, doubling each time, capped at 24h, with ±25% jitter so
+// that jobs that failed together do not retry together.
+func DefaultBackoff(attempt int) time.Duration {
+	base := math.Min(math.Pow(2, float64(max(attempt, 1)-1)), float64(24*time.Hour/time.Second))
+	jitter := 0.75 + rand.Float64()/2
+	return time.Duration(base * jitter * float64(time.Second))
+}

@@ -1,0 +1,44 @@
+package baton
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrUnknownKind is wrapped by Insert for a kind no worker is registered
+// for, when Config.AllowUnknownKinds is false.
+var ErrUnknownKind = errors.New("baton: unknown job kind")
+
+// ErrLeaseLost is the cause of a handler's context when its job's lease was
+// lost: the heartbeat could not renew it in time, or the backend took the job
+// back. Another worker may run the job; the handler should stop.
+var ErrLeaseLost = errors.New("baton: job lease lost")
+
+// ErrStopping is the cause of a handler's context when Stop's context ended
+// before the handler returned. The job goes back to its queue without
+// counting the attempt.
+var ErrStopping = errors.New("baton: client stopping")
+
+// JobSnooze returns an error that makes the job run again after d without
+// counting the attempt: for work that is not ready yet.
+func JobSnooze(d time.Duration) error { return &snoozeError{d: d} }
+
+type snoozeError struct{ d time.Duration }
+
+func (e *snoozeError) Error() string { return fmt.Sprintf("baton: snoozed for %v", e.d) }
+
+// JobCancel returns an error that ends the job with no more attempts; it
+// goes to the dead set as cancelled, with err recorded.
+func JobCancel(err error) error { return &cancelError{err: err} }
+
+type cancelError struct{ err error }
+
+func (e *cancelError) Error() string {
+	if e.err == nil {
+		return "baton: job cancelled"
+	}
+	return "baton: job cancelled: " + e.err.Error()
+}
+
+func (e *cancelError) Unwrap() error { return e.err }

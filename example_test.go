@@ -1,0 +1,81 @@
+package baton_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver/batonmem"
+)
+
+// SyncArgs are the arguments of a job that syncs one user.
+type SyncArgs struct {
+	UserID int `json:"user_id"`
+}
+
+// Kind names the job kind; it is stored with every job.
+func (SyncArgs) Kind() string { return "sync_user" }
+
+// A typed job, its worker, one insert and a graceful stop.
+func Example() {
+	done := make(chan struct{})
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[SyncArgs](func(ctx context.Context, job *baton.Job[SyncArgs]) error {
+		fmt.Printf("syncing user %d (attempt %d)\n", job.Args.UserID, job.Attempt)
+		close(done)
+		return nil
+	}), nil)
+
+	client, err := baton.NewClient(batonmem.New(), &baton.Config{Workers: workers, Logger: quiet})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	if err := client.Start(ctx); err != nil {
+		panic(err)
+	}
+	if _, err := client.Insert(ctx, SyncArgs{UserID: 42}, nil); err != nil {
+		panic(err)
+	}
+	<-done
+	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	fmt.Println("stopped:", client.Stop(stopCtx))
+	// Output:
+	// syncing user 42 (attempt 1)
+	// stopped: <nil>
+}
+
+// A handler steers its job with what it returns.
+func ExampleJobSnooze() {
+	var calls atomic.Int32
+	done := make(chan struct{})
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[SyncArgs](func(ctx context.Context, job *baton.Job[SyncArgs]) error {
+		switch calls.Add(1) {
+		case 1:
+			fmt.Println("not ready: snooze (the attempt is not counted)")
+			return baton.JobSnooze(10 * time.Millisecond)
+		case 2:
+			fmt.Println("failed: retry with backoff")
+			return errors.New("upstream timeout")
+		}
+		fmt.Printf("done on attempt %d\n", job.Attempt)
+		close(done)
+		return nil
+	}), &baton.WorkerOpts{Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{Workers: workers, Logger: quiet})
+	ctx := context.Background()
+	_ = client.Start(ctx)
+	_, _ = client.Insert(ctx, SyncArgs{UserID: 7}, nil)
+	<-done
+	_ = client.Stop(ctx)
+	// Output:
+	// not ready: snooze (the attempt is not counted)
+	// failed: retry with backoff
+	// done on attempt 2
+}

@@ -1,0 +1,36 @@
+package baton
+
+import (
+	"time"
+)
+
+// InsertOpts are the options of one insert. nil means the defaults of the
+// job's kind, then of the client.
+type InsertOpts struct {
+	// Queue is where the job goes. Default: the kind's WorkerOpts.Queue,
+	// else "default".
+	Queue string
+	// Priority orders the jobs of a queue: 0 runs first, 9 last. Default 1.
+	Priority int
+	// RunAt schedules the job; zero means now. Delay is the same, relative.
+	RunAt time.Time
+	Delay time.Duration
+	// MaxAttempts bounds the attempts. Default: the kind's WorkerOpts, else
+	// Config.MaxAttempts (25).
+	MaxAttempts int
+	// Tags label the job for people and tools; at most 16 of 128 bytes.
+	Tags []string
+	// Metadata is a JSON object stored with the job.
+	Metadata []byte
+}
+
+// InsertManyParams is one job of InsertMany.
+type InsertManyParams struct {
+	Args JobArgs
+	Opts *InsertOpts
+}
+
+// InsertResult describes an inserted job.
+type InsertResult struct {
+	Job *JobRow
+}

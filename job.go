@@ -1,0 +1,39 @@
+package baton
+
+import (
+	"github.com/batonhq/baton/batondriver"
+)
+
+// JobArgs are the arguments of a kind of job. Kind names the kind: it is
+// stored with every job and picks the worker that runs it, so it must stay
+// the same for as long as jobs of the kind may be queued. The args are
+// stored as JSON.
+type JobArgs interface {
+	Kind() string
+}
+
+// JobRow is a job as the backend stores it: its state, attempts, errors and
+// raw arguments. Job[T] embeds it.
+type JobRow = batondriver.JobRow
+
+// JobState is where a job is in its life; docs/job-states.md draws them.
+type JobState = batondriver.JobState
+
+// The states of a job.
+const (
+	JobStateScheduled = batondriver.JobStateScheduled
+	JobStateAvailable = batondriver.JobStateAvailable
+	JobStateRunning   = batondriver.JobStateRunning
+	JobStateCompleted = batondriver.JobStateCompleted
+	JobStateCancelled = batondriver.JobStateCancelled
+	JobStateDead      = batondriver.JobStateDead
+)
+
+// AttemptError is the error of one failed attempt.
+type AttemptError = batondriver.AttemptError
+
+// Job is a job with its decoded arguments, as a worker receives it.
+type Job[T JobArgs] struct {
+	*JobRow
+	Args T
+}

@@ -1,0 +1,564 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// runner is a started client: it fetches jobs while it has free workers,
+// runs them, keeps their leases alive and records their outcomes in batches.
+type runner struct {
+	c   *Client
+	cfg *config
+	log *slog.Logger
+
+	fetchCtx    context.Context // ends when Stop begins: no more fetching
+	cancelFetch context.CancelFunc
+	loops       sync.WaitGroup // dispatcher and wakers
+	wake        chan struct{}  // cap 1: an insert may have made jobs available
+
+	mu      sync.Mutex
+	dueAt   time.Time // earliest RunAt of a retry or snooze this process recorded
+	running map[execKey]*execution
+	free    int           // workers not running a job
+	changed chan struct{} // closed and replaced when free grows
+
+	execs     sync.WaitGroup
+	finishes  chan *finishItem
+	finished  chan struct{} // closed when the completer has drained
+	hbStop    chan struct{}
+	hbDone    chan struct{}
+	stopFinal context.Context // Stop's context, for the last flush
+}
+
+type execKey struct{ queue, id string }
+
+// execution is one running attempt.
+type execution struct {
+	queue  string
+	row    *JobRow
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	until  time.Time // guarded by runner.mu: the lease is trusted until then
+	expiry *time.Timer
+}
+
+type finishItem struct {
+	queue string
+	f     *batondriver.JobFinish
+}
+
+// Start begins working the configured queues with Config.Concurrency
+// workers. It returns at once; Stop ends it. ctx carries values to the
+// handlers' contexts; its cancellation does not stop the client.
+func (c *Client) Start(ctx context.Context) error {
+	if c.cfg.Workers == nil || len(c.cfg.Workers.kinds) == 0 {
+		return errors.New("baton: Start: no workers registered (Config.Workers)")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runner != nil {
+		return errors.New("baton: Start: already started")
+	}
+	fetchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r := &runner{
+		c: c, cfg: c.cfg, log: c.cfg.Logger,
+		fetchCtx: fetchCtx, cancelFetch: cancel,
+		wake:     make(chan struct{}, 1),
+		running:  make(map[execKey]*execution),
+		free:     c.cfg.Concurrency,
+		changed:  make(chan struct{}),
+		finishes: make(chan *finishItem, c.cfg.Concurrency),
+		finished: make(chan struct{}),
+		hbStop:   make(chan struct{}),
+		hbDone:   make(chan struct{}),
+	}
+	c.runner = r
+	r.loops.Add(1 + len(c.cfg.Queues))
+	go r.dispatch()
+	for _, q := range c.cfg.Queues {
+		go r.waker(q.Name)
+	}
+	go r.complete()
+	go r.heartbeat()
+	return nil
+}
+
+// Stop stops fetching, waits for running jobs until ctx ends, then cancels
+// the handlers still running (their context's cause is ErrStopping) and
+// returns their jobs to their queues without counting the attempt. It
+// returns once every outcome is recorded, or with ctx's error if the
+// backend could not be reached to record them (those jobs run again after
+// their leases expire). A handler that ignores its context delays Stop.
+func (c *Client) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	r := c.runner
+	c.runner = nil
+	c.mu.Unlock()
+	if r == nil {
+		return errors.New("baton: Stop: not started")
+	}
+	r.stopFinal = ctx
+	r.cancelFetch()
+	r.loops.Wait()
+
+	done := make(chan struct{})
+	go func() { r.execs.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		r.mu.Lock()
+		for _, e := range r.running {
+			e.cancel(ErrStopping)
+		}
+		r.mu.Unlock()
+		<-done
+	}
+	close(r.finishes)
+	<-r.finished
+	close(r.hbStop)
+	<-r.hbDone
+	return err
+}
+
+// freeWorkers is how many workers have no job.
+func (r *runner) freeWorkers() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.free
+}
+
+// slotChanged returns a channel closed when a worker is next freed.
+func (r *runner) slotChanged() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// order returns the queues in the order to ask them this round: as
+// configured with StrictPriority, else a weighted random order.
+func (r *runner) order() []string {
+	qs := r.cfg.Queues
+	out := make([]string, 0, len(qs))
+	if r.cfg.StrictPriority || len(qs) == 1 {
+		for _, q := range qs {
+			out = append(out, q.Name)
+		}
+		return out
+	}
+	weights := append([]int(nil), r.cfg.weights...)
+	names := make([]string, len(qs))
+	total := 0
+	for i, q := range qs {
+		names[i] = q.Name
+		total += weights[i]
+	}
+	for len(names) > 0 {
+		pick := rand.IntN(total)
+		i := 0
+		for ; pick >= weights[i]; i++ {
+			pick -= weights[i]
+		}
+		out = append(out, names[i])
+		total -= weights[i]
+		names = append(names[:i], names[i+1:]...)
+		weights = append(weights[:i], weights[i+1:]...)
+	}
+	return out
+}
+
+// dispatch fetches while workers are free: when woken by an insert, when a
+// worker frees up, when a scheduled job comes due, and at the safety poll.
+func (r *runner) dispatch() {
+	defer r.loops.Done()
+	backoff := 10 * time.Millisecond
+	for r.fetchCtx.Err() == nil {
+		next, fetched, failed := r.fetchRound()
+		if failed {
+			select {
+			case <-time.After(backoff):
+			case <-r.fetchCtx.Done():
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 10 * time.Millisecond
+		if fetched > 0 && r.freeWorkers() > 0 {
+			continue // there may be more
+		}
+		r.mu.Lock()
+		if !r.dueAt.IsZero() && (next.IsZero() || r.dueAt.Before(next)) {
+			next = r.dueAt
+		}
+		r.dueAt = time.Time{}
+		r.mu.Unlock()
+		wait := r.cfg.PollInterval
+		if !next.IsZero() {
+			wait = min(wait, max(time.Until(next), time.Millisecond))
+		}
+		timer := time.NewTimer(wait)
+		var freed <-chan struct{}
+		if r.freeWorkers() == 0 {
+			freed = r.slotChanged()
+		}
+		select {
+		case <-r.wake:
+		case <-freed:
+		case <-timer.C:
+		case <-r.fetchCtx.Done():
+		}
+		timer.Stop()
+	}
+}
+
+// fetchRound asks the queues in order for as many jobs as there are free
+// workers. It returns the earliest scheduled time seen and how many jobs it
+// started; failed reports that the backend could not be reached.
+func (r *runner) fetchRound() (next time.Time, fetched int, failed bool) {
+	for _, queue := range r.order() {
+		free := r.freeWorkers()
+		if free == 0 {
+			return next, fetched, false
+		}
+		sent := time.Now()
+		res, err := r.c.driver.JobFetch(r.fetchCtx, &batondriver.JobFetchParams{
+			Queue: queue, Max: min(free, 100), LeaseTTL: r.cfg.LeaseTTL, RecoverDelay: r.cfg.RecoverDelay,
+		})
+		if err != nil {
+			if r.fetchCtx.Err() == nil {
+				r.log.Warn("baton: fetch failed; backing off", "queue", queue, "err", err)
+			}
+			return next, fetched, true
+		}
+		if res.Recovered > 0 {
+			r.log.Info("baton: took back jobs whose leases expired", "queue", queue, "count", res.Recovered)
+		}
+		if !res.NextRunAt.IsZero() && (next.IsZero() || res.NextRunAt.Before(next)) {
+			next = res.NextRunAt
+		}
+		for _, row := range res.Jobs {
+			r.start(queue, row, sent)
+			fetched++
+		}
+	}
+	return next, fetched, false
+}
+
+// waker waits for inserts into queue while the pool has free workers, and
+// wakes the dispatcher. JobWait hands each insert's wake-up to one waiter
+// in the whole system, so a busy process does not take it.
+func (r *runner) waker(queue string) {
+	defer r.loops.Done()
+	backoff := 10 * time.Millisecond
+	for r.fetchCtx.Err() == nil {
+		if r.freeWorkers() == 0 {
+			select {
+			case <-r.slotChanged():
+			case <-r.fetchCtx.Done():
+				return
+			}
+			continue
+		}
+		err := r.c.driver.JobWait(r.fetchCtx, &batondriver.JobWaitParams{Queue: queue, Timeout: r.cfg.PollInterval})
+		if err != nil {
+			if r.fetchCtx.Err() != nil {
+				return
+			}
+			select {
+			case <-time.After(backoff):
+			case <-r.fetchCtx.Done():
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 10 * time.Millisecond
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// leaseMargin is how much earlier than the backend a worker considers a
+// lease over (as in batonlock: 1% plus 2ms).
+func leaseMargin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// start runs a fetched job on a free worker.
+func (r *runner) start(queue string, row *JobRow, sent time.Time) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.fetchCtx))
+	e := &execution{queue: queue, row: row, ctx: ctx, cancel: cancel}
+	r.mu.Lock()
+	r.free--
+	e.until = sent.Add(r.cfg.LeaseTTL - leaseMargin(r.cfg.LeaseTTL))
+	e.expiry = time.AfterFunc(time.Until(e.until), func() { r.expire(e) })
+	r.running[execKey{queue, row.ID}] = e
+	r.mu.Unlock()
+	r.execs.Add(1)
+	go r.execute(e)
+}
+
+// expire cancels a job whose lease could not be confirmed in time.
+func (r *runner) expire(e *execution) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if left := time.Until(e.until); left > 0 {
+		e.expiry.Reset(left)
+		return
+	}
+	e.cancel(ErrLeaseLost)
+}
+
+// execute runs one attempt and hands its outcome to the completer.
+func (r *runner) execute(e *execution) {
+	defer r.execs.Done()
+	row := e.row
+	log := r.log.With("job_id", row.ID, "kind", row.Kind, "queue", e.queue, "attempt", row.Attempt)
+	err := r.run(e)
+	f := r.outcome(e, err, log)
+
+	r.mu.Lock()
+	delete(r.running, execKey{e.queue, row.ID})
+	e.expiry.Stop()
+	r.free++
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+	e.cancel(nil)
+
+	if f != nil {
+		r.finishes <- &finishItem{queue: e.queue, f: f}
+	}
+}
+
+// run calls the kind's worker through the middleware, with the timeout,
+// turning a panic into an error.
+func (r *runner) run(e *execution) (err error) {
+	kw := r.cfg.Workers.kinds[e.row.Kind]
+	if kw == nil {
+		return &unknownKindError{kind: e.row.Kind}
+	}
+	ctx := e.ctx
+	timeout := kw.opts.Timeout
+	if timeout == 0 {
+		timeout = r.cfg.JobTimeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	call := func(ctx context.Context) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = &panicError{value: p, stack: debug.Stack()}
+			}
+		}()
+		return kw.run(ctx, e.row)
+	}
+	for i := len(r.cfg.WorkerMiddleware) - 1; i >= 0; i-- {
+		mw, next := r.cfg.WorkerMiddleware[i], call
+		call = func(ctx context.Context) error { return mw(ctx, e.row, next) }
+	}
+	return call(ctx)
+}
+
+type unknownKindError struct{ kind string }
+
+func (e *unknownKindError) Error() string {
+	return fmt.Sprintf("baton: no worker registered for kind %q", e.kind)
+}
+
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
+
+// outcome turns a handler's return into what the backend records; nil
+// when nothing may be recorded (the lease was lost).
+func (r *runner) outcome(e *execution, err error, log *slog.Logger) *batondriver.JobFinish {
+	row := e.row
+	f := &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: row.ID, Lease: row.Lease}}
+	cause := context.Cause(e.ctx)
+	var (
+		snooze  *snoozeError
+		cancel  *cancelError
+		decode  *undecodableError
+		unknown *unknownKindError
+	)
+	switch {
+	case errors.Is(cause, ErrLeaseLost):
+		log.Warn("baton: job lease lost; its outcome is not recorded", "err", err)
+		return nil
+	case err == nil:
+		f.Outcome = batondriver.JobOutcomeCompleted
+	case errors.Is(cause, ErrStopping):
+		f.Outcome, f.RunAt = batondriver.JobOutcomeSnooze, time.Now()
+		log.Info("baton: job returned to its queue at stop")
+	case errors.As(err, &snooze):
+		f.Outcome, f.RunAt = batondriver.JobOutcomeSnooze, time.Now().Add(snooze.d)
+	case errors.As(err, &cancel):
+		f.Outcome, f.Error = batondriver.JobOutcomeCancel, err.Error()
+		log.Info("baton: job cancelled by its handler", "err", err)
+	case errors.As(err, &decode), errors.As(err, &unknown):
+		f.Outcome, f.Error = batondriver.JobOutcomeDead, err.Error()
+		log.Error("baton: job cannot run; moved to the dead set", "err", err)
+	default:
+		backoff := r.cfg.Backoff
+		if kw := r.cfg.Workers.kinds[row.Kind]; kw != nil && kw.opts.Backoff != nil {
+			backoff = kw.opts.Backoff
+		}
+		f.Outcome, f.Error, f.RunAt = batondriver.JobOutcomeRetry, err.Error(), time.Now().Add(backoff(row.Attempt))
+		log.Warn("baton: job failed", "err", err, "max_attempts", row.MaxAttempts)
+	}
+	return f
+}
+
+// complete records outcomes in batches: whatever arrived while the last
+// batch was in flight goes in the next, one call per queue.
+func (r *runner) complete() {
+	defer close(r.finished)
+	for first := range r.finishes {
+		batch := map[string][]*batondriver.JobFinish{first.queue: {first.f}}
+	drain:
+		for n := 1; n < 500; n++ {
+			select {
+			case it, ok := <-r.finishes:
+				if !ok {
+					break drain
+				}
+				batch[it.queue] = append(batch[it.queue], it.f)
+			default:
+				break drain
+			}
+		}
+		for queue, fs := range batch {
+			r.finish(queue, fs)
+		}
+	}
+}
+
+// finish records one queue's outcomes, retrying while the backend is
+// unreachable, until Stop's context (if stopping) ends.
+func (r *runner) finish(queue string, fs []*batondriver.JobFinish) {
+	backoff := 10 * time.Millisecond
+	for {
+		res, err := r.c.driver.JobFinish(context.Background(), &batondriver.JobFinishParams{
+			Queue: queue, Finished: fs, Retention: r.cfg.CompletedRetention,
+		})
+		if err == nil {
+			r.noteDue(fs)
+			if len(res.Stale) > 0 {
+				r.log.Warn("baton: outcomes of jobs whose leases had been lost were ignored", "queue", queue, "jobs", res.Stale)
+			}
+			return
+		}
+		r.log.Warn("baton: recording job outcomes failed; retrying", "queue", queue, "jobs", len(fs), "err", err)
+		var stopped <-chan struct{}
+		if r.stopFinal != nil {
+			stopped = r.stopFinal.Done()
+		}
+		select {
+		case <-time.After(backoff):
+		case <-stopped:
+			r.log.Error("baton: stopped before job outcomes could be recorded; the jobs run again when their leases expire", "queue", queue, "jobs", len(fs))
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// noteDue tells the dispatcher when the retries and snoozes just recorded
+// come due, so that it fetches them on time; other processes learn of them
+// from their own fetches.
+func (r *runner) noteDue(fs []*batondriver.JobFinish) {
+	var due time.Time
+	for _, f := range fs {
+		if !f.RunAt.IsZero() && (due.IsZero() || f.RunAt.Before(due)) {
+			due = f.RunAt
+		}
+	}
+	if due.IsZero() {
+		return
+	}
+	r.mu.Lock()
+	if r.dueAt.IsZero() || due.Before(r.dueAt) {
+		r.dueAt = due
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeat renews the leases of running jobs every LeaseTTL/3, one call
+// per queue for all of them. Jobs the backend reports lost are cancelled;
+// if renewals fail, each job's own timer cancels it when its lease can no
+// longer be trusted.
+func (r *runner) heartbeat() {
+	defer close(r.hbDone)
+	t := time.NewTicker(r.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-r.hbStop:
+			return
+		}
+		byQueue := map[string][]*execution{}
+		r.mu.Lock()
+		for _, e := range r.running {
+			byQueue[e.queue] = append(byQueue[e.queue], e)
+		}
+		r.mu.Unlock()
+		for queue, es := range byQueue {
+			r.extend(queue, es)
+		}
+	}
+}
+
+func (r *runner) extend(queue string, es []*execution) {
+	leases := make([]batondriver.JobLease, len(es))
+	for i, e := range es {
+		leases[i] = batondriver.JobLease{ID: e.row.ID, Lease: e.row.Lease}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.LeaseTTL/3)
+	defer cancel()
+	sent := time.Now()
+	res, err := r.c.driver.JobExtend(ctx, &batondriver.JobExtendParams{Queue: queue, Leases: leases, TTL: r.cfg.LeaseTTL})
+	if err != nil {
+		r.log.Warn("baton: renewing job leases failed", "queue", queue, "jobs", len(es), "err", err)
+		return
+	}
+	lost := make(map[string]bool, len(res.Lost))
+	for _, id := range res.Lost {
+		lost[id] = true
+	}
+	until := sent.Add(r.cfg.LeaseTTL - leaseMargin(r.cfg.LeaseTTL))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range es {
+		if lost[e.row.ID] {
+			e.cancel(ErrLeaseLost)
+			continue
+		}
+		if e.ctx.Err() == nil {
+			e.until = until
+			e.expiry.Reset(time.Until(until))
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package baton
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Worker runs the jobs of one kind.
+type Worker[T JobArgs] interface {
+	// Work runs one attempt. Its return steers the job: nil completes it;
+	// JobSnooze(d) runs it again later without counting the attempt;
+	// JobCancel(err) ends it with no more attempts; any other error retries
+	// it with backoff until its attempts are used up, then it is dead. ctx
+	// ends when the job's lease is lost (cause ErrLeaseLost), its timeout
+	// passes, or the client stops (ErrStopping).
+	Work(ctx context.Context, job *Job[T]) error
+}
+
+// WorkFunc adapts a function to a Worker.
+type WorkFunc[T JobArgs] func(ctx context.Context, job *Job[T]) error
+
+// Work calls f.
+func (f WorkFunc[T]) Work(ctx context.Context, job *Job[T]) error { return f(ctx, job) }
+
+// WorkerOpts are the settings of a kind, from the code that runs it.
+type WorkerOpts struct {
+	// Queue is where jobs of the kind go when their insert names none.
+	// Default "default".
+	Queue string
+	// MaxAttempts is the kind's default. 0: Config.MaxAttempts.
+	MaxAttempts int
+	// Timeout bounds one attempt; its context ends when it passes. 0:
+	// Config.JobTimeout (1 minute); negative: no timeout.
+	Timeout time.Duration
+	// Backoff is the delay before retry number attempt (1 after the first
+	// failure). nil: Config.Backoff.
+	Backoff func(attempt int) time.Duration
+}
+
+// Workers registers the worker of each kind. Add workers with AddWorker
+// before the client starts; the zero value is not usable, call NewWorkers.
+type Workers struct {
+	kinds map[string]*kindWorker
+}
+
+// NewWorkers returns an empty registry.
+func NewWorkers() *Workers { return &Workers{kinds: make(map[string]*kindWorker)} }
+
+// kindWorker is a registered worker without its type parameter.
+type kindWorker struct {
+	kind string
+	opts WorkerOpts
+	// run decodes the row's args and calls the worker.
+	run func(ctx context.Context, row *JobRow) error
+}
+
+// AddWorker registers w for the kind of T with opts (nil for defaults). It
+// panics on a kind already registered or empty, as a programming error at
+// start-up; AddWorkerSafely returns the error instead.
+func AddWorker[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts) {
+	if err := AddWorkerSafely(workers, w, opts); err != nil {
+		panic(err)
+	}
+}
+
+// AddWorkerSafely is AddWorker returning an error instead of panicking.
+func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts) error {
+	if workers == nil || workers.kinds == nil {
+		return fmt.Errorf("baton: AddWorker: nil or zero Workers; use NewWorkers")
+	}
+	if w == nil {
+		return fmt.Errorf("baton: AddWorker: nil worker")
+	}
+	var zero T
+	kind := zero.Kind()
+	if err := checkKind(kind); err != nil {
+		return fmt.Errorf("baton: AddWorker: %w", err)
+	}
+	if _, dup := workers.kinds[kind]; dup {
+		return fmt.Errorf("baton: AddWorker: kind %q registered twice", kind)
+	}
+	o := WorkerOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Queue != "" {
+		if err := checkQueue(o.Queue); err != nil {
+			return fmt.Errorf("baton: AddWorker %q: %w", kind, err)
+		}
+	}
+	if o.MaxAttempts < 0 {
+		return fmt.Errorf("baton: AddWorker %q: negative MaxAttempts %d", kind, o.MaxAttempts)
+	}
+	workers.kinds[kind] = &kindWorker{kind: kind, opts: o, run: func(ctx context.Context, row *JobRow) error {
+		job := &Job[T]{JobRow: row}
+		if err := json.Unmarshal(row.Args, &job.Args); err != nil {
+			return &undecodableError{kind: kind, err: err}
+		}
+		return w.Work(ctx, job)
+	}}
+	return nil
+}
+
+// undecodableError marks args a worker cannot decode: the job is dead at
+// once, since no retry can help.
+type undecodableError struct {
+	kind string
+	err  error
+}
+
+func (e *undecodableError) Error() string {
+	return fmt.Sprintf("baton: args of kind %q cannot be decoded: %v", e.kind, e.err)
+}
+
+func checkKind(kind string) error {
+	if kind == "" || len(kind) > 128 {
+		return fmt.Errorf("job kind %q must have 1 to 128 bytes", kind)
+	}
+	return nil
+}
+
+// checkQueue validates a queue name: 1 to 128 of A-Z a-z 0-9 _ . : -, so
+// that it needs no escaping in any backend.
+func checkQueue(q string) error {
+	if q == "" || len(q) > 128 {
+		return fmt.Errorf("queue name %q must have 1 to 128 bytes", q)
+	}
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return fmt.Errorf("queue name %q: byte %q not allowed (use A-Z a-z 0-9 _ . : -)", q, c)
+		}
+	}
+	return nil
+}
