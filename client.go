@@ -44,9 +44,10 @@ func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*I
 	return res[0], nil
 }
 
-// InsertMany adds jobs, in one round trip per queue. Either every job is
-// checked and inserted, or an error says which one is invalid and none is
-// inserted; a backend error can leave the jobs of some queues inserted.
+// InsertMany adds jobs, in one round trip per queue and thousand jobs.
+// Either every job is checked and inserted, or an error says which one is
+// invalid and none is inserted; a backend error can leave some batches
+// inserted.
 func (c *Client) InsertMany(ctx context.Context, jobs []*InsertManyParams) ([]*InsertResult, error) {
 	insert := c.insertMany
 	for i := len(c.cfg.InsertMiddleware) - 1; i >= 0; i-- {
@@ -86,11 +87,18 @@ func (c *Client) insertMany(ctx context.Context, jobs []*InsertManyParams) ([]*I
 	}
 	rows := map[string][]*JobRow{}
 	for _, queue := range order {
-		res, err := c.driver.JobInsert(ctx, batches[queue])
-		if err != nil {
-			return nil, fmt.Errorf("baton: insert into %q: %w", queue, err)
+		// Bounded batches: one Redis script runs alone on its server, and a
+		// huge one would stall every other client of it.
+		all := batches[queue].Jobs
+		for len(all) > 0 {
+			n := min(len(all), maxInsertBatch)
+			res, err := c.driver.JobInsert(ctx, &batondriver.JobInsertParams{Queue: queue, Jobs: all[:n]})
+			if err != nil {
+				return nil, fmt.Errorf("baton: insert into %q: %w", queue, err)
+			}
+			rows[queue] = append(rows[queue], res.Jobs...)
+			all = all[n:]
 		}
-		rows[queue] = res.Jobs
 	}
 	out := make([]*InsertResult, len(jobs))
 	for i, p := range where {
@@ -98,6 +106,9 @@ func (c *Client) insertMany(ctx context.Context, jobs []*InsertManyParams) ([]*I
 	}
 	return out, nil
 }
+
+// maxInsertBatch is the most jobs sent to the backend in one insert.
+const maxInsertBatch = 1000
 
 // prepare validates one job and resolves its options.
 func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriver.JobInsert, error) {

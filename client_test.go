@@ -18,10 +18,24 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
 	"github.com/batonhq/baton/batondriver/batonmem"
+	"github.com/batonhq/baton/internal/redistest"
 )
 
+// children are the roles this test binary plays when a test starts it again
+// as a separate OS process with BATON_CHILD=name.
+var children = map[string]func() int{}
+
 func TestMain(m *testing.M) {
+	if name := os.Getenv("BATON_CHILD"); name != "" {
+		run, ok := children[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "unknown BATON_CHILD %q\n", name)
+			os.Exit(2)
+		}
+		os.Exit(run())
+	}
 	code := m.Run()
+	redistest.CloseShared()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)

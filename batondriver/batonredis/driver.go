@@ -1,11 +1,13 @@
 // Package batonredis is Baton's Redis backend: standalone Redis, Sentinel and
 // Redis Cluster, through a github.com/redis/rueidis client the caller owns.
 //
-// Every transition is one Lua script whose keys share one hash tag, so each
-// runs atomically on one Cluster slot; all times come from the server's TIME.
-// Waiters are told of their grants by sharded Pub/Sub (SPUBLISH from the same
-// script that freed the slot), so Redis 7.0 or newer is required.
-// docs/redis-keys.md describes every key.
+// It implements both halves of batondriver.Driver: locks (one hash tag per
+// lock key) and jobs (one hash tag per queue). Every transition is one Lua
+// script whose keys share one hash tag, so each runs atomically on one
+// Cluster slot; all times come from the server's TIME. Lock waiters are told
+// of their grants by sharded Pub/Sub (SPUBLISH from the same script that
+// freed the slot), so Redis 7.0 or newer is required. docs/redis-keys.md
+// describes every key.
 package batonredis
 
 import (
@@ -40,7 +42,7 @@ type Config struct {
 	ListenerLinger time.Duration
 }
 
-// Driver is a batondriver.LockDriver on Redis. It is safe for concurrent use.
+// Driver is a batondriver.Driver on Redis. It is safe for concurrent use.
 // Close it to stop its subscriptions; it never closes the client.
 type Driver struct {
 	client  rueidis.Client
@@ -55,7 +57,7 @@ type Driver struct {
 	wg     sync.WaitGroup
 }
 
-var _ batondriver.LockDriver = (*Driver)(nil)
+var _ batondriver.Driver = (*Driver)(nil)
 
 // New returns a Driver using client. It does not contact Redis.
 func New(client rueidis.Client, cfg *Config) (*Driver, error) {

@@ -1,0 +1,102 @@
+package batonredis
+
+import (
+	"fmt"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// The job keys; docs/redis-keys.md describes them. A queue Q under prefix P
+// owns these names, all sharing the hash tag {Q} so that every transition of
+// the queue touches one Redis Cluster slot:
+//
+//	P:queue:{Q}:job:ID             hash: one job (fields in lua/joblib.lua)
+//	P:queue:{Q}:available          sorted set: ID, score = priority*2^42 + arrival number
+//	P:queue:{Q}:available_by_time  sorted set: "arrival:ID" of the same jobs, score = run_at (ms)
+//	P:queue:{Q}:scheduled          sorted set: ID, score = run_at (server ms)
+//	P:queue:{Q}:running            sorted set: ID, score = lease_until (server ms)
+//	P:queue:{Q}:completed          sorted set: ID, score = when to delete it (server ms)
+//	P:queue:{Q}:dead               sorted set: ID, score = finished (server ms)
+//	P:queue:{Q}:cancelled          sorted set: ID, score = finished (server ms)
+//	P:queue:{Q}:meta               hash: seq (last arrival number), paused (kept forever)
+//	P:queue:{Q}:wake               list: wake tokens for JobWait (at most 1000)
+//	P:queues                       set: every queue name ever inserted into (kept forever)
+//
+// Queue names are restricted (checkQueue) so that they need no encoding and
+// read as themselves in redis-cli.
+
+// maxQueueLen is the longest queue name.
+const maxQueueLen = 128
+
+// queueKeys are the keys of one queue, in the order the job scripts expect
+// them (lua/joblib.lua), followed by job keys where a script takes them.
+type queueKeys struct {
+	base string   // "P:queue:{Q}:"
+	keys []string // the ten queue keys
+}
+
+// The positions of the queue keys in queueKeys.keys.
+const (
+	keyMeta = iota
+	keyAvailable
+	keyAvailableByTime
+	keyScheduled
+	keyRunning
+	keyCompleted
+	keyDead
+	keyCancelled
+	keyWake
+	keyJobPrefix // "P:queue:{Q}:job:", a key prefix, not a key (see joblib.lua)
+	numQueueKeys
+)
+
+func (d *Driver) queueKeys(queue string) queueKeys {
+	base := d.prefix + ":queue:{" + queue + "}:"
+	return queueKeys{
+		base: base,
+		keys: []string{
+			keyMeta:            base + "meta",
+			keyAvailable:       base + "available",
+			keyAvailableByTime: base + "available_by_time",
+			keyScheduled:       base + "scheduled",
+			keyRunning:         base + "running",
+			keyCompleted:       base + "completed",
+			keyDead:            base + "dead",
+			keyCancelled:       base + "cancelled",
+			keyWake:            base + "wake",
+			keyJobPrefix:       base + "job:",
+		},
+	}
+}
+
+// job returns the key of job id.
+func (k queueKeys) job(id string) string { return k.keys[keyJobPrefix] + id }
+
+// withJobs returns the queue keys followed by the keys of ids, for a script
+// that names its jobs in KEYS.
+func (k queueKeys) withJobs(ids ...string) []string {
+	keys := make([]string, 0, numQueueKeys+len(ids))
+	keys = append(keys, k.keys...)
+	for _, id := range ids {
+		keys = append(keys, k.job(id))
+	}
+	return keys
+}
+
+// queuesKey is the set of queue names.
+func (d *Driver) queuesKey() string { return d.prefix + ":queues" }
+
+// checkQueue reports whether queue is a valid name: 1 to 128 bytes of
+// [A-Za-z0-9_.:-].
+func checkQueue(queue string) error {
+	ok := len(queue) >= 1 && len(queue) <= maxQueueLen
+	for i := 0; ok && i < len(queue); i++ {
+		c := queue[i]
+		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '_' || c == '.' || c == ':' || c == '-'
+	}
+	if !ok {
+		return fmt.Errorf("%w: queue name must be 1 to %d characters of [A-Za-z0-9_.:-]", batondriver.ErrBadParams, maxQueueLen)
+	}
+	return nil
+}

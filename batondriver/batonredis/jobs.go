@@ -1,0 +1,616 @@
+package batonredis
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/internal/jobid"
+)
+
+// The job half of the driver. Every method is one round trip: one script
+// (lua/job_*.lua) on the queue's slot, or one command. docs/redis-keys.md
+// describes the keys, docs/job-states.md the transitions.
+
+// JobInsert implements batondriver.JobDriver. The queue's name joins the
+// set of queue names in the same round trip, not atomically: a name can be
+// listed whose insert failed, which is harmless.
+func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+	const op = "insert into"
+	if err := checkQueue(p.Queue); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if len(p.Jobs) == 0 {
+		return &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}}, nil
+	}
+	ids := make([]string, len(p.Jobs))
+	args := make([]string, 0, 8*len(p.Jobs))
+	for i, j := range p.Jobs {
+		if err := checkInsert(j); err != nil {
+			return nil, jobErr(op, p.Queue, fmt.Errorf("job #%d: %w", i, err))
+		}
+		tags := ""
+		if len(j.Tags) > 0 {
+			b, err := json.Marshal(j.Tags)
+			if err != nil {
+				return nil, jobErr(op, p.Queue, err)
+			}
+			tags = string(b)
+		}
+		ids[i] = jobid.New()
+		args = append(args, ids[i], j.Kind, string(j.Args), itoa(j.Priority), itoa(j.MaxAttempts),
+			tags, string(j.Metadata), strconv.FormatInt(runAtMS(j.RunAt), 10))
+	}
+	k := d.queueKeys(p.Queue)
+	keys := k.withJobs(ids...)
+	s := d.scripts.jobInsert
+	c := d.client
+	sadd := c.B().Sadd().Key(d.queuesKey()).Member(p.Queue).Build()
+	res := c.DoMulti(ctx,
+		c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
+		sadd)
+	reply := res[0]
+	if e, ok := rueidis.IsRedisErr(reply.Error()); ok && e.IsNoScript() {
+		reply = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	}
+	v, err := reply.AsIntSlice()
+	if err == nil {
+		err = res[1].Error()
+	}
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if len(v) != 1+len(p.Jobs) {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(v)))
+	}
+	now := time.UnixMilli(v[0])
+	out := &batondriver.JobInsertResult{Jobs: make([]*batondriver.JobRow, len(p.Jobs))}
+	for i, j := range p.Jobs {
+		row := &batondriver.JobRow{
+			ID:          ids[i],
+			Queue:       p.Queue,
+			Kind:        j.Kind,
+			Args:        bytes.Clone(j.Args),
+			Priority:    j.Priority,
+			State:       batondriver.JobStateAvailable,
+			MaxAttempts: j.MaxAttempts,
+			Tags:        slices.Clone(j.Tags),
+			Metadata:    bytes.Clone(j.Metadata),
+			CreatedAt:   now,
+			RunAt:       now,
+		}
+		if v[1+i] == 1 {
+			row.State = batondriver.JobStateScheduled
+			row.RunAt = time.UnixMilli(runAtMS(j.RunAt))
+		}
+		out.Jobs[i] = row
+	}
+	return out, nil
+}
+
+// runAtMS is t in Unix ms for a script, rounded up so that a job never
+// becomes due before its RunAt; 0 (now) for the zero time or a time before
+// 1970.
+func runAtMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return max(ms, 0)
+}
+
+func checkInsert(j *batondriver.JobInsert) error {
+	switch {
+	case j == nil:
+		return fmt.Errorf("%w: nil job", batondriver.ErrBadParams)
+	case j.Kind == "":
+		return fmt.Errorf("%w: empty kind", batondriver.ErrBadParams)
+	case j.Priority < 0 || j.Priority > batondriver.MaxPriority:
+		return fmt.Errorf("%w: priority %d out of range 0..%d", batondriver.ErrBadParams, j.Priority, batondriver.MaxPriority)
+	case j.MaxAttempts < 1:
+		return fmt.Errorf("%w: MaxAttempts %d is less than 1", batondriver.ErrBadParams, j.MaxAttempts)
+	}
+	return nil
+}
+
+// JobFetch implements batondriver.JobDriver. The jobs' leases are 128
+// random bits each, made here and handed to the script in one argument.
+func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	const op = "fetch from"
+	if err := checkQueue(p.Queue); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if p.Max < 1 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Max %d, LeaseTTL %v, RecoverDelay %v",
+			batondriver.ErrBadParams, p.Max, p.LeaseTTL, p.RecoverDelay))
+	}
+	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max)}
+	arr, err := d.scripts.jobFetch.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, args).ToArray()
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if len(arr) < 4 || len(arr)%2 != 0 {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
+	}
+	paused, _ := arr[1].AsInt64()
+	recovered, _ := arr[2].AsInt64()
+	res := &batondriver.JobFetchResult{Paused: paused == 1, Recovered: int(recovered)}
+	if next, err := arr[3].AsInt64(); err == nil {
+		res.NextRunAt = time.UnixMilli(next)
+	}
+	if res.Jobs, err = rows(p.Queue, arr[4:]); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	return res, nil
+}
+
+// leaseLen is the length of a lease: 128 random bits in base64url
+// (LEASE_LEN in lua/joblib.lua).
+const leaseLen = 22
+
+// newLeases returns n fresh leases, one after the other.
+func newLeases(n int) string {
+	const size = 16
+	b := make([]byte, size*n)
+	_, _ = rand.Read(b) // never fails since Go 1.24
+	out := make([]byte, leaseLen*n)
+	for i := range n {
+		base64.RawURLEncoding.Encode(out[i*leaseLen:], b[i*size:(i+1)*size])
+	}
+	return string(out)
+}
+
+// JobWait implements batondriver.JobDriver with BLPOP on the queue's wake
+// list: each token pushed (one per job made available) wakes one waiter, and
+// a token pushed while nobody waited is taken at once by the next call. A
+// fetch that finds no job available deletes the list. Timeout must be at
+// least 1ms.
+func (d *Driver) JobWait(ctx context.Context, p *batondriver.JobWaitParams) error {
+	const op = "wait on"
+	if err := checkQueue(p.Queue); err != nil {
+		return jobErr(op, p.Queue, err)
+	}
+	if p.Timeout < time.Millisecond {
+		return jobErr(op, p.Queue, fmt.Errorf("%w: Timeout %v, must be at least 1ms", batondriver.ErrBadParams, p.Timeout))
+	}
+	timeout := p.Timeout
+	c := d.client
+	// UnblockOnCancel: a cancelled wait is ended with CLIENT UNBLOCK, so the
+	// dedicated connection is kept rather than closed.
+	cmd := c.B().Blpop().Key(d.queueKeys(p.Queue).keys[keyWake]).
+		Timeout(float64(timeout.Milliseconds()) / 1000).Build().UnblockOnCancel()
+	err := c.Do(ctx, cmd).Error()
+	switch {
+	case err == nil || rueidis.IsRedisNil(err):
+		return nil
+	case ctx.Err() != nil:
+		return jobErr(op, p.Queue, ctx.Err())
+	}
+	return jobErr(op, p.Queue, err)
+}
+
+// JobExtend implements batondriver.JobDriver.
+func (d *Driver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
+	const op = "extend in"
+	if err := checkQueue(p.Queue); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if p.TTL < time.Millisecond {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: TTL %v", batondriver.ErrBadParams, p.TTL))
+	}
+	ids := make([]string, len(p.Leases))
+	args := make([]string, 0, 1+2*len(p.Leases))
+	args = append(args, ms(p.TTL))
+	for i, l := range p.Leases {
+		if l.ID == "" || l.Lease == "" {
+			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: lease #%d: empty ID or lease", batondriver.ErrBadParams, i))
+		}
+		ids[i] = l.ID
+		args = append(args, l.ID, l.Lease)
+	}
+	v, err := d.scripts.jobExtend.Exec(ctx, d.client, d.queueKeys(p.Queue).withJobs(ids...), args).AsIntSlice()
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if len(v) < 1 {
+		return nil, jobErr(op, p.Queue, errors.New("empty reply"))
+	}
+	res := &batondriver.JobExtendResult{Now: time.UnixMilli(v[0])}
+	for _, i := range v[1:] {
+		res.Lost = append(res.Lost, ids[i-1])
+	}
+	return res, nil
+}
+
+// JobFinish implements batondriver.JobDriver.
+func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	const op = "finish in"
+	if err := checkQueue(p.Queue); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if p.Retention < 0 {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Retention %v", batondriver.ErrBadParams, p.Retention))
+	}
+	if len(p.Finished) == 0 {
+		return &batondriver.JobFinishResult{}, nil
+	}
+	ids := make([]string, len(p.Finished))
+	args := make([]string, 0, 1+5*len(p.Finished))
+	args = append(args, ms(p.Retention))
+	for i, f := range p.Finished {
+		if f == nil || f.ID == "" || f.Lease == "" {
+			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: outcome #%d: nil, or empty ID or lease", batondriver.ErrBadParams, i))
+		}
+		switch f.Outcome {
+		case batondriver.JobOutcomeCompleted, batondriver.JobOutcomeRetry, batondriver.JobOutcomeSnooze,
+			batondriver.JobOutcomeCancel, batondriver.JobOutcomeDead:
+		default:
+			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: unknown outcome %q", batondriver.ErrBadParams, f.Outcome))
+		}
+		ids[i] = f.ID
+		args = append(args, f.ID, f.Lease, string(f.Outcome), f.Error, strconv.FormatInt(runAtMS(f.RunAt), 10))
+	}
+	v, err := d.scripts.jobFinish.Exec(ctx, d.client, d.queueKeys(p.Queue).withJobs(ids...), args).AsIntSlice()
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	res := &batondriver.JobFinishResult{}
+	for _, i := range v {
+		res.Stale = append(res.Stale, ids[i-1])
+	}
+	return res, nil
+}
+
+// JobGet implements batondriver.JobDriver with one HMGET.
+func (d *Driver) JobGet(ctx context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
+	const op = "get from"
+	if err := checkJob(p); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	c := d.client
+	arr, err := c.Do(ctx, c.B().Hmget().Key(d.queueKeys(p.Queue).job(p.ID)).Field(jobFields[:]...).Build()).ToArray()
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if len(arr) != len(jobFields) {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
+	}
+	if arr[fieldState].IsNil() {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: %q", batondriver.ErrJobNotFound, p.ID))
+	}
+	row, err := rowFrom(p.Queue, p.ID, arr)
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	return row, nil
+}
+
+// The page sizes of JobList.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+)
+
+// JobList implements batondriver.JobDriver. Available and scheduled jobs
+// are listed by RunAt, running ones by AttemptedAt, dead and cancelled ones
+// by FinishedAt, completed ones by when they are deleted (by FinishedAt if
+// every finish used the same Retention). A Limit of 0 means 100. Listing
+// running jobs reads them all (there are as many as jobs being worked on);
+// every other listing costs O(log n + Limit).
+func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*batondriver.JobListResult, error) {
+	const op = "list"
+	if err := checkQueue(p.Queue); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if !validState(p.State) || p.Limit < 0 || p.Limit > maxListLimit || p.Offset < 0 {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: State %q, Limit %d (0..%d), Offset %d",
+			batondriver.ErrBadParams, p.State, p.Limit, maxListLimit, p.Offset))
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = defaultListLimit
+	}
+	arr, err := d.scripts.jobList.Exec(ctx, d.client, d.queueKeys(p.Queue).keys,
+		[]string{string(p.State), itoa(p.Offset), itoa(limit)}).ToArray()
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if len(arr) < 1 || (len(arr)-1)%2 != 0 {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
+	}
+	total, _ := arr[0].AsInt64()
+	res := &batondriver.JobListResult{Total: int(total)}
+	if res.Jobs, err = rows(p.Queue, arr[1:]); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	return res, nil
+}
+
+func validState(s batondriver.JobState) bool {
+	switch s {
+	case batondriver.JobStateAvailable, batondriver.JobStateScheduled, batondriver.JobStateRunning,
+		batondriver.JobStateCompleted, batondriver.JobStateDead, batondriver.JobStateCancelled:
+		return true
+	}
+	return false
+}
+
+// JobRetry implements batondriver.JobDriver.
+func (d *Driver) JobRetry(ctx context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
+	const op = "retry in"
+	if err := checkJob(p); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	k := d.queueKeys(p.Queue)
+	arr, err := d.scripts.jobRetry.Exec(ctx, d.client, k.withJobs(p.ID), []string{p.ID}).ToArray()
+	if err == nil && len(arr) == 0 {
+		err = errors.New("empty reply")
+	}
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	code, _ := arr[0].AsInt64()
+	if code != 0 {
+		detail := ""
+		if len(arr) > 1 {
+			detail, _ = arr[1].ToString()
+		}
+		return nil, jobErr(op, p.Queue, codeErr(code, p.ID, detail))
+	}
+	if len(arr) != 3 {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
+	}
+	fields, err := arr[2].ToArray()
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	row, err := rowFrom(p.Queue, p.ID, fields)
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	return row, nil
+}
+
+// JobDelete implements batondriver.JobDriver.
+func (d *Driver) JobDelete(ctx context.Context, p *batondriver.JobGetParams) error {
+	const op = "delete from"
+	if err := checkJob(p); err != nil {
+		return jobErr(op, p.Queue, err)
+	}
+	k := d.queueKeys(p.Queue)
+	code, err := d.scripts.jobDelete.Exec(ctx, d.client, k.withJobs(p.ID), []string{p.ID}).AsInt64()
+	if err != nil {
+		return jobErr(op, p.Queue, err)
+	}
+	if code != 0 {
+		return jobErr(op, p.Queue, codeErr(code, p.ID, string(batondriver.JobStateRunning)))
+	}
+	return nil
+}
+
+// QueueStats implements batondriver.JobDriver.
+func (d *Driver) QueueStats(ctx context.Context, p *batondriver.QueueParams) (*batondriver.QueueStatsResult, error) {
+	const op = "stats of"
+	if err := checkQueue(p.Queue); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	arr, err := d.scripts.jobStats.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, nil).ToArray()
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	if len(arr) != 8 {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
+	}
+	n := make([]int64, 7)
+	for i := range n {
+		if n[i], err = arr[i].AsInt64(); err != nil {
+			return nil, jobErr(op, p.Queue, err)
+		}
+	}
+	res := &batondriver.QueueStatsResult{
+		Queue:  p.Queue,
+		Paused: n[0] == 1,
+		Counts: map[batondriver.JobState]int{
+			batondriver.JobStateAvailable: int(n[1]),
+			batondriver.JobStateScheduled: int(n[2]),
+			batondriver.JobStateRunning:   int(n[3]),
+			batondriver.JobStateCompleted: int(n[4]),
+			batondriver.JobStateDead:      int(n[5]),
+			batondriver.JobStateCancelled: int(n[6]),
+		},
+	}
+	if oldest, err := arr[7].AsInt64(); err == nil {
+		res.OldestAvailable = time.UnixMilli(oldest)
+	}
+	return res, nil
+}
+
+// QueueList implements batondriver.JobDriver: the names are sorted.
+func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
+	c := d.client
+	names, err := c.Do(ctx, c.B().Smembers().Key(d.queuesKey()).Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("batonredis: list queues: %w", err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// QueuePause implements batondriver.JobDriver. Resuming wakes one waiting
+// fetcher per available job (at most 64).
+func (d *Driver) QueuePause(ctx context.Context, p *batondriver.QueuePauseParams) error {
+	op := "pause"
+	flag := "1"
+	if p.Resume {
+		op, flag = "resume", "0"
+	}
+	if err := checkQueue(p.Queue); err != nil {
+		return jobErr(op, p.Queue, err)
+	}
+	if err := d.scripts.jobPause.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, []string{flag}).Error(); err != nil {
+		return jobErr(op, p.Queue, err)
+	}
+	return nil
+}
+
+// checkJob validates the queue and ID naming one job.
+func checkJob(p *batondriver.JobGetParams) error {
+	if err := checkQueue(p.Queue); err != nil {
+		return err
+	}
+	if p.ID == "" {
+		return fmt.Errorf("%w: empty job ID", batondriver.ErrBadParams)
+	}
+	return nil
+}
+
+// jobErr wraps an error of operation op on queue.
+func jobErr(op, queue string, err error) error {
+	return fmt.Errorf("batonredis: %s %q: %w", op, queue, err)
+}
+
+// The result codes of scripts about one job (lua/joblib.lua).
+const (
+	codeNotFound     = -1
+	codeNotRetryable = -2
+	codeRunning      = -3
+)
+
+// codeErr maps a script's result code about job id, in state, to an error.
+// It is the one place where result codes become errors.
+func codeErr(code int64, id, state string) error {
+	switch code {
+	case codeNotFound:
+		return fmt.Errorf("%w: %q", batondriver.ErrJobNotFound, id)
+	case codeNotRetryable:
+		return fmt.Errorf("%w: job %q is %s; only dead, cancelled, scheduled and available jobs can be retried",
+			batondriver.ErrBadParams, id, state)
+	case codeRunning:
+		return fmt.Errorf("%w: job %q is running and cannot be deleted", batondriver.ErrBadParams, id)
+	}
+	return fmt.Errorf("unexpected result code %d", code)
+}
+
+// jobFields are a job hash's fields, in the order of F in lua/joblib.lua.
+var jobFields = [...]string{"kind", "args", "prio", "state", "attempt", "max", "tags", "meta",
+	"created", "run_at", "attempted", "finished", "errors", "lease", "lease_until"}
+
+// The positions of the fields in jobFields.
+const (
+	fieldKind = iota
+	fieldArgs
+	fieldPrio
+	fieldState
+	fieldAttempt
+	fieldMax
+	fieldTags
+	fieldMeta
+	fieldCreated
+	fieldRunAt
+	fieldAttempted
+	fieldFinished
+	fieldErrors
+	fieldLease
+	fieldLeaseUntil
+)
+
+// rows converts a reply of jobs, each an ID followed by the array of its
+// fields.
+func rows(queue string, arr []rueidis.RedisMessage) ([]*batondriver.JobRow, error) {
+	if len(arr) == 0 {
+		return nil, nil
+	}
+	out := make([]*batondriver.JobRow, 0, len(arr)/2)
+	for i := 0; i+1 < len(arr); i += 2 {
+		id, err := arr[i].ToString()
+		if err != nil {
+			return nil, err
+		}
+		fields, err := arr[i+1].ToArray()
+		if err != nil {
+			return nil, err
+		}
+		row, err := rowFrom(queue, id, fields)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// rowFrom converts the fields of job id, in the order of jobFields.
+func rowFrom(queue, id string, f []rueidis.RedisMessage) (*batondriver.JobRow, error) {
+	if len(f) != len(jobFields) {
+		return nil, fmt.Errorf("job %q: %d fields, want %d", id, len(f), len(jobFields))
+	}
+	s := func(i int) string {
+		v, _ := f[i].ToString() // "" for nil
+		return v
+	}
+	n := func(i int) int {
+		v, _ := strconv.Atoi(s(i))
+		return v
+	}
+	t := func(i int) time.Time {
+		v, err := strconv.ParseInt(s(i), 10, 64)
+		if err != nil || v == 0 {
+			return time.Time{}
+		}
+		return time.UnixMilli(v)
+	}
+	row := &batondriver.JobRow{
+		ID:          id,
+		Queue:       queue,
+		Kind:        s(fieldKind),
+		Priority:    n(fieldPrio),
+		State:       batondriver.JobState(s(fieldState)),
+		Attempt:     n(fieldAttempt),
+		MaxAttempts: n(fieldMax),
+		CreatedAt:   t(fieldCreated),
+		RunAt:       t(fieldRunAt),
+		AttemptedAt: t(fieldAttempted),
+		FinishedAt:  t(fieldFinished),
+		Lease:       s(fieldLease),
+		LeaseUntil:  t(fieldLeaseUntil),
+	}
+	if v := s(fieldArgs); v != "" {
+		row.Args = []byte(v)
+	}
+	if v := s(fieldMeta); v != "" {
+		row.Metadata = []byte(v)
+	}
+	if v := s(fieldTags); v != "" {
+		if err := json.Unmarshal([]byte(v), &row.Tags); err != nil {
+			return nil, fmt.Errorf("job %q: tags: %w", id, err)
+		}
+	}
+	if v := s(fieldErrors); v != "" {
+		var errs []struct {
+			Attempt int    `json:"attempt"`
+			At      int64  `json:"at"`
+			Error   string `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(v), &errs); err != nil {
+			return nil, fmt.Errorf("job %q: errors: %w", id, err)
+		}
+		row.Errors = make([]batondriver.AttemptError, len(errs))
+		for i, e := range errs {
+			row.Errors[i] = batondriver.AttemptError{Attempt: e.Attempt, At: time.UnixMilli(e.At), Error: e.Error}
+		}
+	}
+	return row, nil
+}

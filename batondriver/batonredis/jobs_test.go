@@ -1,0 +1,671 @@
+package batonredis
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/batondriver/batondrivertest"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+func TestJobConformanceStandalone(t *testing.T) {
+	t.Parallel()
+	client := newClient(t, redistest.SharedServer(t).Addr())
+	batondrivertest.ExerciseJobs(t, func(t *testing.T) batondriver.JobDriver { return newDriver(t, client) })
+}
+
+func TestJobConformanceCluster(t *testing.T) {
+	t.Parallel()
+	client := newClient(t, redistest.SharedCluster(t).Addrs()...)
+	batondrivertest.ExerciseJobs(t, func(t *testing.T) batondriver.JobDriver { return newDriver(t, client) })
+}
+
+// jobSetup returns a client on the shared server, a driver with a prefix of
+// its own and a queue name.
+func jobSetup(t *testing.T) (rueidis.Client, *Driver, string) {
+	t.Helper()
+	client := newClient(t, redistest.SharedServer(t).Addr())
+	return client, newDriver(t, client), "q" + randomHex(4)
+}
+
+// jobCtx returns a context that ends with the test or after 10s.
+func jobCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func insertJobs(t *testing.T, d *Driver, queue string, jobs ...*batondriver.JobInsert) []*batondriver.JobRow {
+	t.Helper()
+	res, err := d.JobInsert(jobCtx(t), &batondriver.JobInsertParams{Queue: queue, Jobs: jobs})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, len(jobs))
+	return res.Jobs
+}
+
+func newJob(kind string, prio int) *batondriver.JobInsert {
+	return &batondriver.JobInsert{Kind: kind, Args: []byte(`{"n":1}`), Priority: prio, MaxAttempts: 3}
+}
+
+func fetchJobs(t *testing.T, d *Driver, queue string, n int, ttl time.Duration) *batondriver.JobFetchResult {
+	t.Helper()
+	res, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: queue, Max: n, LeaseTTL: ttl})
+	require.NoError(t, err)
+	return res
+}
+
+func ids(rows []*batondriver.JobRow) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func TestJobInsertFetchFinish(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	ctx := jobCtx(t)
+	in := newJob("email", 2)
+	in.Tags = []string{"a", "b"}
+	in.Metadata = []byte(`{"m":true}`)
+	rows := insertJobs(t, d, q, in, newJob("email", 1), newJob("email", 2), newJob("sms", 0))
+	for _, r := range rows {
+		require.Equal(t, batondriver.JobStateAvailable, r.State)
+		require.Len(t, r.ID, 26)
+		require.Equal(t, q, r.Queue)
+	}
+	got, err := d.JobGet(ctx, &batondriver.JobGetParams{Queue: q, ID: rows[0].ID})
+	require.NoError(t, err)
+	require.Equal(t, rows[0], got)
+
+	// Priority first, then arrival.
+	res := fetchJobs(t, d, q, 3, time.Minute)
+	require.Equal(t, []string{rows[3].ID, rows[1].ID, rows[0].ID}, ids(res.Jobs))
+	require.False(t, res.Paused)
+	require.True(t, res.NextRunAt.IsZero())
+	j := res.Jobs[2]
+	require.Equal(t, batondriver.JobStateRunning, j.State)
+	require.Equal(t, 1, j.Attempt)
+	require.Equal(t, []string{"a", "b"}, j.Tags)
+	require.JSONEq(t, `{"m":true}`, string(j.Metadata))
+	require.Len(t, j.Lease, 22)
+	require.WithinDuration(t, j.AttemptedAt.Add(time.Minute), j.LeaseUntil, time.Millisecond)
+	require.NotEqual(t, res.Jobs[0].Lease, res.Jobs[1].Lease)
+
+	fin, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Retention: time.Hour, Finished: []*batondriver.JobFinish{
+		{JobLease: batondriver.JobLease{ID: res.Jobs[0].ID, Lease: res.Jobs[0].Lease}, Outcome: batondriver.JobOutcomeCompleted},
+		{JobLease: batondriver.JobLease{ID: res.Jobs[1].ID, Lease: "wrong"}, Outcome: batondriver.JobOutcomeCompleted},
+		{JobLease: batondriver.JobLease{ID: res.Jobs[2].ID, Lease: res.Jobs[2].Lease}, Outcome: batondriver.JobOutcomeCompleted},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []string{res.Jobs[1].ID}, fin.Stale)
+	done, err := d.JobGet(ctx, &batondriver.JobGetParams{Queue: q, ID: res.Jobs[0].ID})
+	require.NoError(t, err)
+	require.Equal(t, batondriver.JobStateCompleted, done.State)
+	require.False(t, done.FinishedAt.IsZero())
+	require.Empty(t, done.Lease)
+	require.True(t, done.LeaseUntil.IsZero())
+
+	stats, err := d.QueueStats(ctx, &batondriver.QueueParams{Queue: q})
+	require.NoError(t, err)
+	require.Equal(t, map[batondriver.JobState]int{
+		batondriver.JobStateAvailable: 1, batondriver.JobStateRunning: 1, batondriver.JobStateCompleted: 2,
+		batondriver.JobStateScheduled: 0, batondriver.JobStateDead: 0, batondriver.JobStateCancelled: 0,
+	}, stats.Counts)
+	require.Equal(t, rows[2].RunAt, stats.OldestAvailable)
+
+	queues, err := d.QueueList(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{q}, queues)
+}
+
+func TestJobScheduled(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	runAt := time.Now().Add(150 * time.Millisecond)
+	in := newJob("later", 1)
+	in.RunAt = runAt
+	rows := insertJobs(t, d, q, in)
+	require.Equal(t, batondriver.JobStateScheduled, rows[0].State)
+	// Stored to the millisecond, rounded up: never due early.
+	require.False(t, rows[0].RunAt.Before(runAt))
+	require.Less(t, rows[0].RunAt.Sub(runAt), time.Millisecond)
+
+	res := fetchJobs(t, d, q, 1, time.Minute)
+	require.Empty(t, res.Jobs)
+	require.Equal(t, rows[0].RunAt, res.NextRunAt)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(res.Jobs) == 0 {
+		require.False(t, time.Now().After(deadline), "scheduled job never fetched")
+		time.Sleep(5 * time.Millisecond)
+		res = fetchJobs(t, d, q, 1, time.Minute)
+	}
+	require.False(t, time.Now().Before(runAt), "fetched %v before its RunAt", time.Until(runAt))
+	require.Equal(t, []string{rows[0].ID}, ids(res.Jobs))
+	require.Equal(t, rows[0].RunAt, res.Jobs[0].RunAt, "a due job keeps its RunAt")
+}
+
+// fetchUntilRecovered fetches until a fetch takes back an expired lease.
+func fetchUntilRecovered(t *testing.T, d *Driver, p *batondriver.JobFetchParams) *batondriver.JobFetchResult {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res, err := d.JobFetch(jobCtx(t), p)
+		require.NoError(t, err)
+		if res.Recovered > 0 {
+			return res
+		}
+		require.False(t, time.Now().After(deadline), "no lease recovered")
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestJobRecover(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	ctx := jobCtx(t)
+	once := newJob("once", 1)
+	once.MaxAttempts = 1
+	rows := insertJobs(t, d, q, newJob("twice", 1), once)
+	first := fetchJobs(t, d, q, 2, 30*time.Millisecond)
+	require.Len(t, first.Jobs, 2)
+
+	ext, err := d.JobExtend(ctx, &batondriver.JobExtendParams{Queue: q, TTL: 20 * time.Millisecond, Leases: []batondriver.JobLease{
+		{ID: first.Jobs[0].ID, Lease: first.Jobs[0].Lease}, {ID: first.Jobs[1].ID, Lease: "nope"},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []string{first.Jobs[1].ID}, ext.Lost)
+
+	res := fetchUntilRecovered(t, d, &batondriver.JobFetchParams{Queue: q, Max: 5, LeaseTTL: time.Minute})
+	// Both leases expired by the same fetch or by two in a row.
+	recovered := res.Recovered
+	got := res.Jobs
+	if recovered < 2 {
+		res = fetchUntilRecovered(t, d, &batondriver.JobFetchParams{Queue: q, Max: 5, LeaseTTL: time.Minute})
+		recovered += res.Recovered
+		got = append(got, res.Jobs...)
+	}
+	require.Equal(t, 2, recovered)
+	require.Equal(t, []string{rows[0].ID}, ids(got), "retried at once with RecoverDelay 0")
+	require.Equal(t, 2, got[0].Attempt, "the expired attempt stays counted")
+	require.Len(t, got[0].Errors, 1)
+	require.Equal(t, "lease expired", got[0].Errors[0].Error)
+	require.Equal(t, 1, got[0].Errors[0].Attempt)
+
+	dead, err := d.JobGet(ctx, &batondriver.JobGetParams{Queue: q, ID: rows[1].ID})
+	require.NoError(t, err)
+	require.Equal(t, batondriver.JobStateDead, dead.State)
+	require.Equal(t, "lease expired", dead.Errors[0].Error)
+	require.False(t, dead.FinishedAt.IsZero())
+
+	// The first owner's outcome is stale.
+	fin, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Finished: []*batondriver.JobFinish{
+		{JobLease: batondriver.JobLease{ID: first.Jobs[0].ID, Lease: first.Jobs[0].Lease}, Outcome: batondriver.JobOutcomeCompleted},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []string{rows[0].ID}, fin.Stale)
+}
+
+func TestJobRecoverDelay(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	rows := insertJobs(t, d, q, newJob("k", 1))
+	fetchJobs(t, d, q, 1, 10*time.Millisecond)
+	res := fetchUntilRecovered(t, d, &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute, RecoverDelay: time.Hour})
+	require.Empty(t, res.Jobs)
+	require.WithinDuration(t, time.Now().Add(time.Hour), res.NextRunAt, 5*time.Second)
+	j, err := d.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: rows[0].ID})
+	require.NoError(t, err)
+	require.Equal(t, batondriver.JobStateScheduled, j.State)
+	require.Equal(t, res.NextRunAt, j.RunAt)
+}
+
+func TestJobOutcomes(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	ctx := jobCtx(t)
+	last := newJob("k", 1)
+	last.MaxAttempts = 1
+	rows := insertJobs(t, d, q, newJob("k", 1), newJob("k", 1), newJob("k", 1), newJob("k", 1), last, newJob("k", 1))
+	res := fetchJobs(t, d, q, 6, time.Minute)
+	require.Equal(t, ids(rows), ids(res.Jobs))
+	later := time.Now().Add(time.Hour)
+	outcome := func(i int, o batondriver.JobOutcome, msg string, at time.Time) *batondriver.JobFinish {
+		return &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: res.Jobs[i].ID, Lease: res.Jobs[i].Lease},
+			Outcome: o, Error: msg, RunAt: at}
+	}
+	fin, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Finished: []*batondriver.JobFinish{
+		outcome(0, batondriver.JobOutcomeRetry, "boom", later),
+		outcome(1, batondriver.JobOutcomeSnooze, "", later),
+		outcome(2, batondriver.JobOutcomeCancel, "stop", time.Time{}),
+		outcome(3, batondriver.JobOutcomeDead, "bad", time.Time{}),
+		outcome(4, batondriver.JobOutcomeRetry, "last", later),
+		outcome(5, batondriver.JobOutcomeRetry, "", time.Time{}),
+	}})
+	require.NoError(t, err)
+	require.Empty(t, fin.Stale)
+
+	get := func(i int) *batondriver.JobRow {
+		j, err := d.JobGet(ctx, &batondriver.JobGetParams{Queue: q, ID: rows[i].ID})
+		require.NoError(t, err)
+		require.Empty(t, j.Lease)
+		return j
+	}
+	j := get(0)
+	require.Equal(t, batondriver.JobStateScheduled, j.State)
+	require.WithinDuration(t, later, j.RunAt, time.Millisecond)
+	require.False(t, j.RunAt.Before(later))
+	require.Equal(t, 1, j.Attempt)
+	require.Equal(t, []batondriver.AttemptError{{Attempt: 1, At: j.Errors[0].At, Error: "boom"}}, j.Errors)
+	j = get(1)
+	require.Equal(t, batondriver.JobStateScheduled, j.State)
+	require.Equal(t, 0, j.Attempt, "a snooze gives the attempt back")
+	require.Empty(t, j.Errors)
+	j = get(2)
+	require.Equal(t, batondriver.JobStateCancelled, j.State)
+	require.Equal(t, "stop", j.Errors[0].Error)
+	j = get(3)
+	require.Equal(t, batondriver.JobStateDead, j.State)
+	require.Equal(t, "bad", j.Errors[0].Error)
+	j = get(4)
+	require.Equal(t, batondriver.JobStateDead, j.State, "a retry with no attempts left is dead")
+	require.Equal(t, "last", j.Errors[0].Error)
+	j = get(5)
+	require.Equal(t, batondriver.JobStateAvailable, j.State, "a retry due now is available at once")
+	require.Equal(t, []string{""}, []string{j.Errors[0].Error})
+
+	list, err := d.JobList(ctx, &batondriver.JobListParams{Queue: q, State: batondriver.JobStateScheduled, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, 2, list.Total)
+	require.ElementsMatch(t, []string{rows[0].ID, rows[1].ID}, ids(list.Jobs))
+
+	// Admin retry: dead, cancelled and scheduled jobs run again now.
+	for _, i := range []int{2, 3, 1} {
+		r, err := d.JobRetry(ctx, &batondriver.JobGetParams{Queue: q, ID: rows[i].ID})
+		require.NoError(t, err)
+		require.Equal(t, batondriver.JobStateAvailable, r.State)
+		require.Equal(t, 0, r.Attempt)
+		require.True(t, r.FinishedAt.IsZero())
+	}
+	list, err = d.JobList(ctx, &batondriver.JobListParams{Queue: q, State: batondriver.JobStateAvailable, Limit: 2, Offset: 1})
+	require.NoError(t, err)
+	require.Equal(t, 4, list.Total)
+	require.Equal(t, []string{rows[2].ID, rows[3].ID}, ids(list.Jobs), "oldest RunAt first")
+	err = d.JobDelete(ctx, &batondriver.JobGetParams{Queue: q, ID: rows[2].ID})
+	require.NoError(t, err)
+	err = d.JobDelete(ctx, &batondriver.JobGetParams{Queue: q, ID: rows[2].ID})
+	require.ErrorIs(t, err, batondriver.ErrJobNotFound)
+	_, err = d.JobRetry(ctx, &batondriver.JobGetParams{Queue: q, ID: rows[2].ID})
+	require.ErrorIs(t, err, batondriver.ErrJobNotFound)
+	_, err = d.JobGet(ctx, &batondriver.JobGetParams{Queue: q, ID: rows[2].ID})
+	require.ErrorIs(t, err, batondriver.ErrJobNotFound)
+
+	// Running jobs can be neither retried nor deleted.
+	res = fetchJobs(t, d, q, 1, time.Minute)
+	require.Len(t, res.Jobs, 1)
+	_, err = d.JobRetry(ctx, &batondriver.JobGetParams{Queue: q, ID: res.Jobs[0].ID})
+	require.ErrorIs(t, err, batondriver.ErrBadParams)
+	err = d.JobDelete(ctx, &batondriver.JobGetParams{Queue: q, ID: res.Jobs[0].ID})
+	require.ErrorIs(t, err, batondriver.ErrBadParams)
+}
+
+func TestJobMaxErrors(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	in := newJob("k", 1)
+	in.MaxAttempts = 100
+	rows := insertJobs(t, d, q, in)
+	for i := range batondriver.MaxErrors + 3 {
+		res := fetchJobs(t, d, q, 1, time.Minute)
+		require.Len(t, res.Jobs, 1)
+		_, err := d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q, Finished: []*batondriver.JobFinish{{
+			JobLease: batondriver.JobLease{ID: res.Jobs[0].ID, Lease: res.Jobs[0].Lease},
+			Outcome:  batondriver.JobOutcomeRetry, Error: fmt.Sprintf("err %d \"quoted\" \u00e9/\n", i+1),
+		}}})
+		require.NoError(t, err)
+	}
+	j, err := d.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: rows[0].ID})
+	require.NoError(t, err)
+	require.Len(t, j.Errors, batondriver.MaxErrors)
+	require.Equal(t, 4, j.Errors[0].Attempt)
+	require.Equal(t, "err 13 \"quoted\" \u00e9/\n", j.Errors[batondriver.MaxErrors-1].Error)
+}
+
+func TestJobPause(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	ctx := jobCtx(t)
+	insertJobs(t, d, q, newJob("k", 1))
+	require.NoError(t, d.QueuePause(ctx, &batondriver.QueuePauseParams{Queue: q}))
+	res := fetchJobs(t, d, q, 1, time.Minute)
+	require.True(t, res.Paused)
+	require.Empty(t, res.Jobs)
+	stats, err := d.QueueStats(ctx, &batondriver.QueueParams{Queue: q})
+	require.NoError(t, err)
+	require.True(t, stats.Paused)
+	require.NoError(t, d.QueuePause(ctx, &batondriver.QueuePauseParams{Queue: q, Resume: true}))
+	res = fetchJobs(t, d, q, 1, time.Minute)
+	require.False(t, res.Paused)
+	require.Len(t, res.Jobs, 1)
+}
+
+func TestJobBadParams(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	ctx := jobCtx(t)
+	for _, bad := range []string{"", "a b", "{x}", "é", strings.Repeat("x", 129)} {
+		_, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: bad, Jobs: []*batondriver.JobInsert{newJob("k", 1)}})
+		require.ErrorIs(t, err, batondriver.ErrBadParams, "queue %q", bad)
+	}
+	insertJobs(t, d, strings.Repeat("x", 122)+"-_.:A9")
+	for _, j := range []*batondriver.JobInsert{
+		nil, {Kind: "", MaxAttempts: 1}, {Kind: "k", Priority: -1, MaxAttempts: 1},
+		{Kind: "k", Priority: batondriver.MaxPriority + 1, MaxAttempts: 1}, {Kind: "k"},
+	} {
+		_, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: q, Jobs: []*batondriver.JobInsert{j}})
+		require.ErrorIs(t, err, batondriver.ErrBadParams)
+	}
+	for _, p := range []*batondriver.JobFetchParams{
+		{Queue: q, Max: 0, LeaseTTL: time.Second}, {Queue: q, Max: 1}, {Queue: q, Max: 1, LeaseTTL: time.Second, RecoverDelay: -1},
+	} {
+		_, err := d.JobFetch(ctx, p)
+		require.ErrorIs(t, err, batondriver.ErrBadParams)
+	}
+	_, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Finished: []*batondriver.JobFinish{
+		{JobLease: batondriver.JobLease{ID: "x", Lease: "y"}, Outcome: "done"},
+	}})
+	require.ErrorIs(t, err, batondriver.ErrBadParams)
+	_, err = d.JobExtend(ctx, &batondriver.JobExtendParams{Queue: q, TTL: 0})
+	require.ErrorIs(t, err, batondriver.ErrBadParams)
+	err = d.JobWait(ctx, &batondriver.JobWaitParams{Queue: q})
+	require.ErrorIs(t, err, batondriver.ErrBadParams)
+	_, err = d.JobList(ctx, &batondriver.JobListParams{Queue: q, State: "lost"})
+	require.ErrorIs(t, err, batondriver.ErrBadParams)
+	_, err = d.JobList(ctx, &batondriver.JobListParams{Queue: q, State: batondriver.JobStateDead, Limit: 1001})
+	require.ErrorIs(t, err, batondriver.ErrBadParams)
+	_, err = d.JobGet(ctx, &batondriver.JobGetParams{Queue: q, ID: "nope"})
+	require.ErrorIs(t, err, batondriver.ErrJobNotFound)
+	require.Contains(t, err.Error(), `batonredis: get from "`+q+`"`)
+}
+
+// waitResult is what one JobWait call returned and when.
+type waitResult struct {
+	err error
+	at  time.Time
+}
+
+func TestJobWaitWakesOne(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	ctx := jobCtx(t)
+	// A token pushed while nobody waits is taken by the next wait; a fetch
+	// that empties the queue drops tokens no job backs any more.
+	insertJobs(t, d, q, newJob("k", 1))
+	require.NoError(t, d.JobWait(ctx, &batondriver.JobWaitParams{Queue: q, Timeout: time.Second}))
+	fetchJobs(t, d, q, 2, time.Minute)
+
+	const timeout = 3 * time.Second
+	results := make(chan waitResult, 2)
+	var started sync.WaitGroup
+	for range 2 {
+		started.Add(1)
+		go func() {
+			started.Done()
+			err := d.JobWait(ctx, &batondriver.JobWaitParams{Queue: q, Timeout: timeout})
+			results <- waitResult{err, time.Now()}
+		}()
+	}
+	started.Wait()
+	waitBlocked(t, d, 2)
+	start := time.Now()
+	insertJobs(t, d, q, newJob("k", 1))
+	first := <-results
+	require.NoError(t, first.err)
+	require.Less(t, first.at.Sub(start), timeout/2, "one waiter woke at once")
+	second := <-results
+	require.NoError(t, second.err)
+	require.GreaterOrEqual(t, second.at.Sub(start), timeout-100*time.Millisecond, "the other waited out its timeout")
+}
+
+// waitBlocked waits until n clients are blocked (on any key of the shared
+// server; tests running alongside may add more).
+func waitBlocked(t *testing.T, d *Driver, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := d.client.Do(t.Context(), d.client.B().Info().Section("clients").Build()).ToString()
+		require.NoError(t, err)
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "blocked_clients:"); ok {
+				var got int64
+				_, _ = fmt.Sscan(v, &got)
+				if got >= n {
+					return
+				}
+			}
+		}
+		require.False(t, time.Now().After(deadline), "waiters not blocked")
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestJobWaitContext(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := d.JobWait(ctx, &batondriver.JobWaitParams{Queue: q, Timeout: time.Minute})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 5*time.Second)
+	// The timeout alone ends a wait with nil.
+	require.NoError(t, d.JobWait(jobCtx(t), &batondriver.JobWaitParams{Queue: q, Timeout: 20 * time.Millisecond}))
+}
+
+// scanAll lists every key under the driver's prefix on every node.
+func scanAll(t *testing.T, client rueidis.Client, d *Driver) []string {
+	t.Helper()
+	var keys []string
+	for _, node := range client.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(t.Context(), node.B().Scan().Cursor(cursor).Match(d.prefix+":*").Count(1000).Build()).AsScanEntry()
+			require.NoError(t, err)
+			keys = append(keys, e.Elements...)
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// jobsInEveryState leaves jobs of queue q in every state.
+func jobsInEveryState(t *testing.T, d *Driver, q string) {
+	t.Helper()
+	later := newJob("k", 1)
+	later.RunAt = time.Now().Add(time.Hour)
+	insertJobs(t, d, q, newJob("k", 1), newJob("k", 1), newJob("k", 1), newJob("k", 1), newJob("k", 1), later)
+	res := fetchJobs(t, d, q, 4, time.Minute)
+	require.Len(t, res.Jobs, 4)
+	_, err := d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q, Retention: time.Hour, Finished: []*batondriver.JobFinish{
+		{JobLease: batondriver.JobLease{ID: res.Jobs[0].ID, Lease: res.Jobs[0].Lease}, Outcome: batondriver.JobOutcomeCompleted},
+		{JobLease: batondriver.JobLease{ID: res.Jobs[1].ID, Lease: res.Jobs[1].Lease}, Outcome: batondriver.JobOutcomeCancel},
+		{JobLease: batondriver.JobLease{ID: res.Jobs[2].ID, Lease: res.Jobs[2].Lease}, Outcome: batondriver.JobOutcomeDead},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, d.QueuePause(jobCtx(t), &batondriver.QueuePauseParams{Queue: q}))
+}
+
+// Every key of a queue lands in one Cluster slot, so each transition is one
+// script on one node.
+func TestJobKeysOneSlot(t *testing.T) {
+	t.Parallel()
+	client := newClient(t, redistest.SharedCluster(t).Addrs()...)
+	d := newDriver(t, client)
+	for _, q := range []string{"a", "orders:eu-1", "x.y_z"} {
+		jobsInEveryState(t, d, q)
+	}
+	keys := scanAll(t, client, d)
+	bySlot := map[string]map[int64]bool{}
+	for _, k := range keys {
+		if k == d.queuesKey() {
+			continue
+		}
+		slot, err := client.Do(t.Context(), client.B().ClusterKeyslot().Key(k).Build()).AsInt64()
+		require.NoError(t, err)
+		q := strings.TrimPrefix(k, d.prefix+":queue:{")
+		q = q[:strings.Index(q, "}")]
+		if bySlot[q] == nil {
+			bySlot[q] = map[int64]bool{}
+		}
+		bySlot[q][slot] = true
+	}
+	require.Len(t, bySlot, 3)
+	for q, slots := range bySlot {
+		require.Len(t, slots, 1, "queue %q spans slots %v", q, slots)
+	}
+	// available, available_by_time, scheduled, running, completed, dead,
+	// cancelled, meta, wake and six jobs per queue; and the queue set.
+	require.Len(t, keys, 3*(9+6)+1, "%v", keys)
+}
+
+// Nothing grows without bound: once every job of a queue is done, only its
+// meta hash and its entry in the queue set remain.
+func TestJobCleanup(t *testing.T) {
+	t.Parallel()
+	for _, retention := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprint(retention), func(t *testing.T) {
+			t.Parallel()
+			client, d, q := jobSetup(t)
+			ctx := jobCtx(t)
+			const n = 250
+			jobs := make([]*batondriver.JobInsert, n)
+			for i := range jobs {
+				jobs[i] = newJob("k", i%10)
+			}
+			insertJobs(t, d, q, jobs...)
+			for done := 0; done < n; {
+				res := fetchJobs(t, d, q, 64, time.Minute)
+				fin := make([]*batondriver.JobFinish, len(res.Jobs))
+				for i, j := range res.Jobs {
+					fin[i] = &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: j.ID, Lease: j.Lease}, Outcome: batondriver.JobOutcomeCompleted}
+				}
+				out, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Retention: retention, Finished: fin})
+				require.NoError(t, err)
+				require.Empty(t, out.Stale)
+				done += len(res.Jobs)
+			}
+			// Sweep: each fetch deletes at most 100 completed jobs past their
+			// retention.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				require.Empty(t, fetchJobs(t, d, q, 1, time.Minute).Jobs)
+				stats, err := d.QueueStats(ctx, &batondriver.QueueParams{Queue: q})
+				require.NoError(t, err)
+				if stats.Counts[batondriver.JobStateCompleted] == 0 {
+					for s, c := range stats.Counts {
+						require.Zero(t, c, "%s", s)
+					}
+					break
+				}
+				require.False(t, time.Now().After(deadline), "completed jobs not swept")
+			}
+			base := d.prefix + ":queue:{" + q + "}:"
+			require.Equal(t, []string{base + "meta", d.queuesKey()}, scanAll(t, client, d))
+		})
+	}
+}
+
+// On a server that has not seen the insert script, the pipelined EVALSHA
+// fails with NOSCRIPT and the insert falls back to EVAL once.
+func TestJobInsertNoScript(t *testing.T) {
+	t.Parallel()
+	client := newClient(t, redistest.StartT(t, nil).Addr())
+	d := newDriver(t, client)
+	for range 2 {
+		insertJobs(t, d, "q", newJob("k", 1))
+	}
+	n, err := client.Do(t.Context(), client.B().Zcard().Key(d.queueKeys("q").keys[keyAvailable]).Build()).AsInt64()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+}
+
+// BenchmarkJobServerTime measures the Redis server time one job costs in
+// each transition, by batch size: the script's microseconds from INFO
+// commandstats (EVALSHA's usec includes the commands it calls), divided by
+// the jobs. It uses a private server, so nothing else is counted.
+//
+//	go test -run '^$' -bench JobServerTime -benchtime 20000x ./batondriver/batonredis/
+func BenchmarkJobServerTime(b *testing.B) {
+	client := newClient(b, redistest.StartT(b, nil).Addr())
+	d := newDriver(b, client)
+	ctx := b.Context()
+	usec := func() float64 {
+		info, err := client.Do(ctx, client.B().Info().Section("commandstats").Build()).ToString()
+		require.NoError(b, err)
+		for _, line := range strings.Split(info, "\r\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
+				for _, kv := range strings.Split(rest, ",") {
+					if v, ok := strings.CutPrefix(kv, "usec="); ok {
+						var u float64
+						_, _ = fmt.Sscan(v, &u)
+						return u
+					}
+				}
+			}
+		}
+		return 0
+	}
+	for _, batch := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			q := "bench" + randomHex(4)
+			n := b.N
+			var rows []*batondriver.JobRow
+			phase := func(name string, run func()) {
+				require.NoError(b, client.Do(ctx, client.B().ConfigResetstat().Build()).Error())
+				run()
+				b.ReportMetric(usec()/float64(n), name+"-µs/job")
+			}
+			b.ResetTimer()
+			phase("insert", func() {
+				for i := 0; i < n; i += batch {
+					jobs := make([]*batondriver.JobInsert, min(batch, n-i))
+					for k := range jobs {
+						jobs[k] = &batondriver.JobInsert{Kind: "k", Args: []byte(`{"n":12345,"s":"hello"}`), Priority: 1, MaxAttempts: 3}
+					}
+					_, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: q, Jobs: jobs})
+					require.NoError(b, err)
+				}
+			})
+			phase("fetch", func() {
+				for len(rows) < n {
+					res, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: q, Max: batch, LeaseTTL: time.Minute})
+					require.NoError(b, err)
+					rows = append(rows, res.Jobs...)
+				}
+			})
+			phase("finish", func() {
+				for i := 0; i < n; i += batch {
+					var fin []*batondriver.JobFinish
+					for _, j := range rows[i:min(i+batch, n)] {
+						fin = append(fin, &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: j.ID, Lease: j.Lease}, Outcome: batondriver.JobOutcomeCompleted})
+					}
+					_, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Finished: fin, Retention: 24 * time.Hour})
+					require.NoError(b, err)
+				}
+			})
+		})
+	}
+}

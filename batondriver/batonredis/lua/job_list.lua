@@ -1,0 +1,46 @@
+-- job_list.lua: a page of the queue's jobs in one state, oldest first.
+-- Changes nothing.
+--
+-- KEYS: M A T S R C D X W J (see joblib.lua). This script builds job keys as
+-- J .. id: the IDs come from the state's sorted set (see the exception in
+-- joblib.lua).
+-- ARGV[1] state
+-- ARGV[2] offset
+-- ARGV[3] limit
+--
+-- Returns {total, then per job its ID and the array of its fields (F in
+-- joblib.lua)}.
+-- Available jobs are listed by run_at, then arrival; scheduled ones by
+-- run_at, dead and cancelled ones by finished, completed ones by when they are deleted (by finished, as
+-- long as every finish uses the same retention), and running ones by
+-- attempted: R is ordered by lease_until, which extensions change, so it is
+-- read whole and sorted here. It holds at most the jobs being worked on.
+local set = state_set(ARGV[1])
+local offset, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
+local total = redis.call('ZCARD', set)
+local out = {total}
+local ids
+if set == R then
+  local all = redis.call('ZRANGE', R, 0, -1)
+  local at, rank = {}, {}
+  for i, id in ipairs(all) do
+    at[id] = tonumber(redis.call('HGET', J .. id, 'attempted')) or 0
+    rank[id] = i
+  end
+  table.sort(all, function(a, b)
+    if at[a] ~= at[b] then return at[a] < at[b] end
+    return rank[a] < rank[b]
+  end)
+  ids = {}
+  for i = offset + 1, math.min(offset + limit, #all) do ids[#ids + 1] = all[i] end
+else
+  ids = redis.call('ZRANGE', set, offset, offset + limit - 1)
+  if set == T then
+    for i, m in ipairs(ids) do ids[i] = t_id(m) end
+  end
+end
+for _, id in ipairs(ids) do
+  local v = load_job(J .. id)
+  if v then push_job(out, id, v) end
+end
+return out
