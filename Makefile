@@ -14,10 +14,11 @@ vet:
 demo:
 	$(GO) run ./cmd/baton demo
 
-# The contention checker for a minute instead of seconds: several processes,
-# many goroutines, every history checked.
+# The long versions of the multi-process tests: the lock contention checker
+# for a minute, and the job crash test with 20,000 jobs and SIGKILLs.
 chaos:
 	BATON_CONTENTION_DURATION=60s $(GO) test -race -count=1 -timeout 30m -run 'TestContention$$' -v ./batondriver/batonredis/
+	BATON_CRASH_JOBS=20000 $(GO) test -race -count=1 -timeout 30m -run 'TestCrashWorkersLoseNoJob' -v .
 
 bench-locks:
 	cd bench && $(GO) run ./cmd/bench-locks

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
 	"github.com/batonhq/baton/batondriver/batonmem"
+	"github.com/batonhq/baton/batondriver/batonredis"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -62,7 +64,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func setup(t *testing.T, w baton.Worker[emailArgs], cfg *baton.Config) (*baton.Client, batondriver.JobDriver) {
 	t.Helper()
 	t.Parallel()
-	d := batonmem.New()
+	d := newJobDriver(t)
 	c := cfg
 	if c == nil {
 		c = &baton.Config{}
@@ -80,6 +82,34 @@ func setup(t *testing.T, w baton.Worker[emailArgs], cfg *baton.Config) (*baton.C
 	client, err := baton.NewClient(d, c)
 	require.NoError(t, err)
 	return client, d
+}
+
+// onRedis marks the subtests of eachBackend that run on Redis.
+var onRedis sync.Map // *testing.T -> bool
+
+// eachBackend runs fn as a subtest on the in-memory backend and on Redis.
+func eachBackend(t *testing.T, fn func(t *testing.T)) {
+	t.Run("memory", fn)
+	t.Run("redis", func(t *testing.T) {
+		onRedis.Store(t, true)
+		t.Cleanup(func() { onRedis.Delete(t) })
+		fn(t)
+	})
+}
+
+// newJobDriver returns the backend of t: Redis (the shared test server, a
+// key prefix of the test's own) in eachBackend's redis subtests, else memory.
+func newJobDriver(t *testing.T) batondriver.JobDriver {
+	if _, ok := onRedis.Load(t); !ok {
+		return batonmem.New()
+	}
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.SharedServer(t).Addr()}})
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	d, err := batonredis.New(client, &batonredis.Config{Prefix: fmt.Sprintf("ct%d", time.Now().UnixNano())})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	return d
 }
 
 func start(t *testing.T, c *baton.Client) {
@@ -151,263 +181,287 @@ func TestNewClientValidates(t *testing.T) {
 }
 
 func TestJobsRunWithTypedArgs(t *testing.T) {
-	var mu sync.Mutex
-	got := map[string]int{}
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+	eachBackend(t, func(t *testing.T) {
+		var mu sync.Mutex
+		got := map[string]int{}
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			mu.Lock()
+			got[job.Args.To]++
+			mu.Unlock()
+			return nil
+		}), nil)
+		start(t, c)
+		ctx := context.Background()
+		var jobs []*baton.InsertManyParams
+		for i := range 50 {
+			jobs = append(jobs, &baton.InsertManyParams{Args: emailArgs{To: fmt.Sprintf("u%d", i)}})
+		}
+		res, err := c.InsertMany(ctx, jobs)
+		require.NoError(t, err)
+		require.Len(t, res, 50)
+		for _, r := range res {
+			waitState(t, c, "default", r.Job.ID, baton.JobStateCompleted)
+		}
 		mu.Lock()
-		got[job.Args.To]++
-		mu.Unlock()
-		return nil
-	}), nil)
-	start(t, c)
-	ctx := context.Background()
-	var jobs []*baton.InsertManyParams
-	for i := range 50 {
-		jobs = append(jobs, &baton.InsertManyParams{Args: emailArgs{To: fmt.Sprintf("u%d", i)}})
-	}
-	res, err := c.InsertMany(ctx, jobs)
-	require.NoError(t, err)
-	require.Len(t, res, 50)
-	for _, r := range res {
-		waitState(t, c, "default", r.Job.ID, baton.JobStateCompleted)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, got, 50)
-	for to, n := range got {
-		require.Equal(t, 1, n, "job for %s ran %d times", to, n)
-	}
+		defer mu.Unlock()
+		require.Len(t, got, 50)
+		for to, n := range got {
+			require.Equal(t, 1, n, "job for %s ran %d times", to, n)
+		}
+	})
 }
 
 func TestIdleWorkerWakesAtOnce(t *testing.T) {
-	ran := make(chan time.Time, 1)
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		ran <- time.Now()
-		return nil
-	}), nil)
-	start(t, c)
-	time.Sleep(50 * time.Millisecond) // let the pool go idle
-	inserted := time.Now()
-	_, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
-	require.NoError(t, err)
-	select {
-	case at := <-ran:
-		require.Less(t, at.Sub(inserted), 500*time.Millisecond, "woken by the insert, not the 5s poll")
-	case <-time.After(3 * time.Second):
-		t.Fatal("the job did not start")
-	}
+	eachBackend(t, func(t *testing.T) {
+		ran := make(chan time.Time, 1)
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			ran <- time.Now()
+			return nil
+		}), nil)
+		start(t, c)
+		time.Sleep(50 * time.Millisecond) // let the pool go idle
+		inserted := time.Now()
+		_, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
+		require.NoError(t, err)
+		select {
+		case at := <-ran:
+			require.Less(t, at.Sub(inserted), 500*time.Millisecond, "woken by the insert, not the 5s poll")
+		case <-time.After(3 * time.Second):
+			t.Fatal("the job did not start")
+		}
+	})
 }
 
 func TestRetryThenSucceed(t *testing.T) {
-	var calls atomic.Int32
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		if calls.Add(1) <= 2 {
-			return fmt.Errorf("flaky %d", job.Attempt)
-		}
-		return nil
-	}), &baton.Config{Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
-	start(t, c)
-	res, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
-	require.NoError(t, err)
-	row := waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
-	require.Equal(t, 3, row.Attempt)
-	require.Len(t, row.Errors, 2)
-	require.Equal(t, "flaky 1", row.Errors[0].Error)
-	require.Equal(t, 2, row.Errors[1].Attempt)
+	eachBackend(t, func(t *testing.T) {
+		var calls atomic.Int32
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			if calls.Add(1) <= 2 {
+				return fmt.Errorf("flaky %d", job.Attempt)
+			}
+			return nil
+		}), &baton.Config{Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+		start(t, c)
+		res, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
+		require.NoError(t, err)
+		row := waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
+		require.Equal(t, 3, row.Attempt)
+		require.Len(t, row.Errors, 2)
+		require.Equal(t, "flaky 1", row.Errors[0].Error)
+		require.Equal(t, 2, row.Errors[1].Attempt)
+	})
 }
 
 func TestAttemptsUsedUpGoesDead(t *testing.T) {
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		return errors.New("always")
-	}), &baton.Config{Backoff: func(int) time.Duration { return time.Millisecond }})
-	start(t, c)
-	res, err := c.Insert(context.Background(), emailArgs{To: "a"}, &baton.InsertOpts{MaxAttempts: 3})
-	require.NoError(t, err)
-	row := waitState(t, c, "default", res.Job.ID, baton.JobStateDead)
-	require.Equal(t, 3, row.Attempt)
-	require.Len(t, row.Errors, 3)
+	eachBackend(t, func(t *testing.T) {
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			return errors.New("always")
+		}), &baton.Config{Backoff: func(int) time.Duration { return time.Millisecond }})
+		start(t, c)
+		res, err := c.Insert(context.Background(), emailArgs{To: "a"}, &baton.InsertOpts{MaxAttempts: 3})
+		require.NoError(t, err)
+		row := waitState(t, c, "default", res.Job.ID, baton.JobStateDead)
+		require.Equal(t, 3, row.Attempt)
+		require.Len(t, row.Errors, 3)
 
-	dead, total, err := c.JobList(context.Background(), "default", baton.JobStateDead, nil)
-	require.NoError(t, err)
-	require.Equal(t, 1, total)
-	require.Equal(t, res.Job.ID, dead[0].ID)
+		dead, total, err := c.JobList(context.Background(), "default", baton.JobStateDead, nil)
+		require.NoError(t, err)
+		require.Equal(t, 1, total)
+		require.Equal(t, res.Job.ID, dead[0].ID)
+	})
 }
 
 func TestSnoozeDoesNotCountAttempt(t *testing.T) {
-	var calls atomic.Int32
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		if calls.Add(1) <= 3 {
-			return baton.JobSnooze(5 * time.Millisecond)
-		}
-		return nil
-	}), nil)
-	start(t, c)
-	res, err := c.Insert(context.Background(), emailArgs{To: "a"}, &baton.InsertOpts{MaxAttempts: 1})
-	require.NoError(t, err)
-	row := waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
-	require.Equal(t, 1, row.Attempt, "snoozes must not use up attempts")
-	require.Equal(t, int32(4), calls.Load())
+	eachBackend(t, func(t *testing.T) {
+		var calls atomic.Int32
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			if calls.Add(1) <= 3 {
+				return baton.JobSnooze(5 * time.Millisecond)
+			}
+			return nil
+		}), nil)
+		start(t, c)
+		res, err := c.Insert(context.Background(), emailArgs{To: "a"}, &baton.InsertOpts{MaxAttempts: 1})
+		require.NoError(t, err)
+		row := waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
+		require.Equal(t, 1, row.Attempt, "snoozes must not use up attempts")
+		require.Equal(t, int32(4), calls.Load())
+	})
 }
 
 func TestCancelEndsWithoutRetry(t *testing.T) {
-	var calls atomic.Int32
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		calls.Add(1)
-		return baton.JobCancel(errors.New("account closed"))
-	}), nil)
-	start(t, c)
-	res, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
-	require.NoError(t, err)
-	row := waitState(t, c, "default", res.Job.ID, baton.JobStateCancelled)
-	require.Contains(t, row.Errors[0].Error, "account closed")
-	require.Equal(t, int32(1), calls.Load())
+	eachBackend(t, func(t *testing.T) {
+		var calls atomic.Int32
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			calls.Add(1)
+			return baton.JobCancel(errors.New("account closed"))
+		}), nil)
+		start(t, c)
+		res, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
+		require.NoError(t, err)
+		row := waitState(t, c, "default", res.Job.ID, baton.JobStateCancelled)
+		require.Contains(t, row.Errors[0].Error, "account closed")
+		require.Equal(t, int32(1), calls.Load())
 
-	// The admin API brings it back.
-	_, err = c.JobRetry(context.Background(), "default", res.Job.ID)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
+		// The admin API brings it back.
+		_, err = c.JobRetry(context.Background(), "default", res.Job.ID)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
+	})
 }
 
 func TestPanicIsRecoveredAndRetried(t *testing.T) {
-	var calls atomic.Int32
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		if calls.Add(1) == 1 {
-			panic("boom")
-		}
-		return nil
-	}), &baton.Config{Backoff: func(int) time.Duration { return time.Millisecond }})
-	start(t, c)
-	res, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
-	require.NoError(t, err)
-	row := waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
-	require.Contains(t, row.Errors[0].Error, "panic: boom")
+	eachBackend(t, func(t *testing.T) {
+		var calls atomic.Int32
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			if calls.Add(1) == 1 {
+				panic("boom")
+			}
+			return nil
+		}), &baton.Config{Backoff: func(int) time.Duration { return time.Millisecond }})
+		start(t, c)
+		res, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
+		require.NoError(t, err)
+		row := waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
+		require.Contains(t, row.Errors[0].Error, "panic: boom")
+	})
 }
 
 func TestUnrunnableJobsGoDeadWithReason(t *testing.T) {
-	c, d := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error { return nil }), nil)
-	ctx := context.Background()
-	// Another process inserted a kind this one has no worker for, and args
-	// this one cannot decode.
-	res, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: "default", Jobs: []*batondriver.JobInsert{
-		{Kind: "other", Args: []byte(`{}`), MaxAttempts: 5},
-		{Kind: "email", Args: []byte(`{"to": 42}`), MaxAttempts: 5},
-	}})
-	require.NoError(t, err)
-	start(t, c)
-	unknown := waitState(t, c, "default", res.Jobs[0].ID, baton.JobStateDead)
-	require.Contains(t, unknown.Errors[0].Error, `no worker registered for kind "other"`)
-	bad := waitState(t, c, "default", res.Jobs[1].ID, baton.JobStateDead)
-	require.Contains(t, bad.Errors[0].Error, `args of kind "email" cannot be decoded`)
-	require.Equal(t, 1, bad.Attempt, "no retry can help")
+	eachBackend(t, func(t *testing.T) {
+		c, d := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error { return nil }), nil)
+		ctx := context.Background()
+		// Another process inserted a kind this one has no worker for, and args
+		// this one cannot decode.
+		res, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: "default", Jobs: []*batondriver.JobInsert{
+			{Kind: "other", Args: []byte(`{}`), MaxAttempts: 5},
+			{Kind: "email", Args: []byte(`{"to": 42}`), MaxAttempts: 5},
+		}})
+		require.NoError(t, err)
+		start(t, c)
+		unknown := waitState(t, c, "default", res.Jobs[0].ID, baton.JobStateDead)
+		require.Contains(t, unknown.Errors[0].Error, `no worker registered for kind "other"`)
+		bad := waitState(t, c, "default", res.Jobs[1].ID, baton.JobStateDead)
+		require.Contains(t, bad.Errors[0].Error, `args of kind "email" cannot be decoded`)
+		require.Equal(t, 1, bad.Attempt, "no retry can help")
+	})
 }
 
 func TestScheduledJobRunsOnTime(t *testing.T) {
-	ran := make(chan time.Time, 1)
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		ran <- time.Now()
-		return nil
-	}), nil)
-	start(t, c)
-	inserted := time.Now()
-	res, err := c.Insert(context.Background(), emailArgs{To: "a"}, &baton.InsertOpts{Delay: 200 * time.Millisecond})
-	require.NoError(t, err)
-	require.Equal(t, baton.JobStateScheduled, res.Job.State)
-	at := <-ran
-	require.GreaterOrEqual(t, at.Sub(inserted), 200*time.Millisecond)
-	require.Less(t, at.Sub(inserted), time.Second, "a due job starts without waiting for the 5s poll")
+	eachBackend(t, func(t *testing.T) {
+		ran := make(chan time.Time, 1)
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			ran <- time.Now()
+			return nil
+		}), nil)
+		start(t, c)
+		inserted := time.Now()
+		res, err := c.Insert(context.Background(), emailArgs{To: "a"}, &baton.InsertOpts{Delay: 200 * time.Millisecond})
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateScheduled, res.Job.State)
+		at := <-ran
+		require.GreaterOrEqual(t, at.Sub(inserted), 200*time.Millisecond)
+		require.Less(t, at.Sub(inserted), time.Second, "a due job starts without waiting for the 5s poll")
+	})
 }
 
 func TestStrictPriority(t *testing.T) {
-	var mu sync.Mutex
-	var order []string
-	w := baton.NewWorkers()
-	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		mu.Lock()
-		order = append(order, job.Queue)
-		mu.Unlock()
-		return nil
-	}), nil)
-	c, _ := setup(t, nil, &baton.Config{
-		Workers: w, Concurrency: 1, StrictPriority: true,
-		Queues: []baton.QueueConfig{{Name: "high"}, {Name: "low"}},
+	eachBackend(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var order []string
+		w := baton.NewWorkers()
+		baton.AddWorker(w, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			mu.Lock()
+			order = append(order, job.Queue)
+			mu.Unlock()
+			return nil
+		}), nil)
+		c, _ := setup(t, nil, &baton.Config{
+			Workers: w, Concurrency: 1, StrictPriority: true,
+			Queues: []baton.QueueConfig{{Name: "high"}, {Name: "low"}},
+		})
+		ctx := context.Background()
+		for range 5 {
+			_, err := c.Insert(ctx, emailArgs{}, &baton.InsertOpts{Queue: "low"})
+			require.NoError(t, err)
+			_, err = c.Insert(ctx, emailArgs{}, &baton.InsertOpts{Queue: "high"})
+			require.NoError(t, err)
+		}
+		start(t, c)
+		require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 10 }, 5*time.Second, 5*time.Millisecond)
+		require.Equal(t, []string{"high", "high", "high", "high", "high", "low", "low", "low", "low", "low"}, order)
 	})
-	ctx := context.Background()
-	for range 5 {
-		_, err := c.Insert(ctx, emailArgs{}, &baton.InsertOpts{Queue: "low"})
-		require.NoError(t, err)
-		_, err = c.Insert(ctx, emailArgs{}, &baton.InsertOpts{Queue: "high"})
-		require.NoError(t, err)
-	}
-	start(t, c)
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 10 }, 5*time.Second, 5*time.Millisecond)
-	require.Equal(t, []string{"high", "high", "high", "high", "high", "low", "low", "low", "low", "low"}, order)
 }
 
 func TestMiddlewareWrapsInOrder(t *testing.T) {
-	var mu sync.Mutex
-	var trail []string
-	note := func(s string) { mu.Lock(); trail = append(trail, s); mu.Unlock() }
-	mw := func(name string) baton.WorkerMiddleware {
-		return func(ctx context.Context, job *baton.JobRow, next func(context.Context) error) error {
-			note(name + ">")
-			err := next(ctx)
-			note("<" + name)
-			return err
+	eachBackend(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var trail []string
+		note := func(s string) { mu.Lock(); trail = append(trail, s); mu.Unlock() }
+		mw := func(name string) baton.WorkerMiddleware {
+			return func(ctx context.Context, job *baton.JobRow, next func(context.Context) error) error {
+				note(name + ">")
+				err := next(ctx)
+				note("<" + name)
+				return err
+			}
 		}
-	}
-	done := make(chan struct{})
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		note("work")
-		return nil
-	}), &baton.Config{
-		WorkerMiddleware: []baton.WorkerMiddleware{mw("a"), mw("b")},
-		InsertMiddleware: []baton.InsertMiddleware{func(ctx context.Context, jobs []*baton.InsertManyParams, next func(context.Context) ([]*baton.InsertResult, error)) ([]*baton.InsertResult, error) {
-			note("insert")
-			return next(ctx)
-		}},
+		done := make(chan struct{})
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			note("work")
+			return nil
+		}), &baton.Config{
+			WorkerMiddleware: []baton.WorkerMiddleware{mw("a"), mw("b")},
+			InsertMiddleware: []baton.InsertMiddleware{func(ctx context.Context, jobs []*baton.InsertManyParams, next func(context.Context) ([]*baton.InsertResult, error)) ([]*baton.InsertResult, error) {
+				note("insert")
+				return next(ctx)
+			}},
+		})
+		start(t, c)
+		res, err := c.Insert(context.Background(), emailArgs{}, nil)
+		require.NoError(t, err)
+		waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
+		close(done)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, []string{"insert", "a>", "b>", "work", "<b", "<a"}, trail)
 	})
-	start(t, c)
-	res, err := c.Insert(context.Background(), emailArgs{}, nil)
-	require.NoError(t, err)
-	waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
-	close(done)
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{"insert", "a>", "b>", "work", "<b", "<a"}, trail)
 }
 
 func TestStopWaitsThenReturnsJobsToQueue(t *testing.T) {
-	started := make(chan struct{}, 2)
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		started <- struct{}{}
-		if job.Args.To == "slow" {
-			<-ctx.Done()
-			return context.Cause(ctx)
-		}
-		time.Sleep(50 * time.Millisecond)
-		return nil
-	}), nil)
-	ctx := context.Background()
-	require.NoError(t, c.Start(ctx))
-	fast, err := c.Insert(ctx, emailArgs{To: "fast"}, nil)
-	require.NoError(t, err)
-	slow, err := c.Insert(ctx, emailArgs{To: "slow"}, nil)
-	require.NoError(t, err)
-	<-started
-	<-started
+	eachBackend(t, func(t *testing.T) {
+		started := make(chan struct{}, 2)
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			started <- struct{}{}
+			if job.Args.To == "slow" {
+				<-ctx.Done()
+				return context.Cause(ctx)
+			}
+			time.Sleep(50 * time.Millisecond)
+			return nil
+		}), nil)
+		ctx := context.Background()
+		require.NoError(t, c.Start(ctx))
+		fast, err := c.Insert(ctx, emailArgs{To: "fast"}, nil)
+		require.NoError(t, err)
+		slow, err := c.Insert(ctx, emailArgs{To: "slow"}, nil)
+		require.NoError(t, err)
+		<-started
+		<-started
 
-	stopCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	require.ErrorIs(t, c.Stop(stopCtx), context.DeadlineExceeded)
+		stopCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, c.Stop(stopCtx), context.DeadlineExceeded)
 
-	row, err := c.JobGet(ctx, "default", fast.Job.ID)
-	require.NoError(t, err)
-	require.Equal(t, baton.JobStateCompleted, row.State, "Stop waits for running jobs")
-	row, err = c.JobGet(ctx, "default", slow.Job.ID)
-	require.NoError(t, err)
-	require.Equal(t, baton.JobStateAvailable, row.State, "a job cut off by Stop goes back to its queue")
-	require.Equal(t, 0, row.Attempt, "and its attempt is not counted")
-	require.Empty(t, row.Errors)
+		row, err := c.JobGet(ctx, "default", fast.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateCompleted, row.State, "Stop waits for running jobs")
+		row, err = c.JobGet(ctx, "default", slow.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateAvailable, row.State, "a job cut off by Stop goes back to its queue")
+		require.Equal(t, 0, row.Attempt, "and its attempt is not counted")
+		require.Empty(t, row.Errors)
+	})
 }
 
 // losingDriver reports every lease renewal lost.
@@ -444,22 +498,24 @@ func TestLostLeaseCancelsHandler(t *testing.T) {
 }
 
 func TestPauseAndResumeQueue(t *testing.T) {
-	var ran atomic.Int32
-	c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		ran.Add(1)
-		return nil
-	}), &baton.Config{PollInterval: 20 * time.Millisecond})
-	ctx := context.Background()
-	require.NoError(t, c.QueuePause(ctx, "default"))
-	start(t, c)
-	_, err := c.Insert(ctx, emailArgs{}, nil)
-	require.NoError(t, err)
-	time.Sleep(100 * time.Millisecond)
-	require.Zero(t, ran.Load(), "a paused queue ran a job")
-	stats, err := c.QueueStats(ctx, "default")
-	require.NoError(t, err)
-	require.True(t, stats.Paused)
-	require.Equal(t, 1, stats.Counts[baton.JobStateAvailable])
-	require.NoError(t, c.QueueResume(ctx, "default"))
-	require.Eventually(t, func() bool { return ran.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	eachBackend(t, func(t *testing.T) {
+		var ran atomic.Int32
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			ran.Add(1)
+			return nil
+		}), &baton.Config{PollInterval: 20 * time.Millisecond})
+		ctx := context.Background()
+		require.NoError(t, c.QueuePause(ctx, "default"))
+		start(t, c)
+		_, err := c.Insert(ctx, emailArgs{}, nil)
+		require.NoError(t, err)
+		time.Sleep(100 * time.Millisecond)
+		require.Zero(t, ran.Load(), "a paused queue ran a job")
+		stats, err := c.QueueStats(ctx, "default")
+		require.NoError(t, err)
+		require.True(t, stats.Paused)
+		require.Equal(t, 1, stats.Counts[baton.JobStateAvailable])
+		require.NoError(t, c.QueueResume(ctx, "default"))
+		require.Eventually(t, func() bool { return ran.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	})
 }
