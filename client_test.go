@@ -519,3 +519,5 @@ func TestPauseAndResumeQueue(t *testing.T) {
 		require.Eventually(t, func() bool { return ran.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
 	})
 }
+
+func batonmemDriver() batondriver.JobDriver { return batonmem.New() }

@@ -73,6 +73,10 @@ type Config struct {
 	// any kind.
 	AllowUnknownKinds bool
 
+	// PeriodicJobs are inserted on their schedules while the client runs,
+	// each tick once across every process running them.
+	PeriodicJobs []*PeriodicJob
+
 	// WorkerMiddleware wraps every attempt, outermost first.
 	WorkerMiddleware []WorkerMiddleware
 	// InsertMiddleware wraps every insert call, outermost first.
@@ -123,6 +127,9 @@ func newConfig(cfg *Config) (*config, error) {
 		c.weights = append(c.weights, w)
 	}
 	var errs []error
+	if err := checkPeriodic(c.PeriodicJobs); err != nil {
+		errs = append(errs, err)
+	}
 	def := func(v *time.Duration, d time.Duration, name string) {
 		if *v == 0 {
 			*v = d

@@ -20,9 +20,9 @@ type runner struct {
 	cfg *config
 	log *slog.Logger
 
-	fetchCtx    context.Context // ends when Stop begins: no more fetching
+	fetchCtx    context.Context // ends when Stop begins: no more fetching or firing
 	cancelFetch context.CancelFunc
-	loops       sync.WaitGroup // dispatcher and wakers
+	loops       sync.WaitGroup // dispatcher, wakers and schedules
 	wake        chan struct{}  // cap 1: an insert may have made jobs available
 
 	mu      sync.Mutex
@@ -82,10 +82,13 @@ func (c *Client) Start(ctx context.Context) error {
 		hbDone:   make(chan struct{}),
 	}
 	c.runner = r
-	r.loops.Add(1 + len(c.cfg.Queues))
+	r.loops.Add(1 + len(c.cfg.Queues) + len(c.cfg.PeriodicJobs))
 	go r.dispatch()
 	for _, q := range c.cfg.Queues {
 		go r.waker(q.Name)
+	}
+	for _, p := range c.cfg.PeriodicJobs {
+		go r.schedule(p)
 	}
 	go r.complete()
 	go r.heartbeat()
@@ -406,7 +409,8 @@ func (r *runner) outcome(e *execution, err error, log *slog.Logger) *batondriver
 	case err == nil:
 		f.Outcome = batondriver.JobOutcomeCompleted
 	case errors.Is(cause, ErrStopping):
-		f.Outcome, f.RunAt = batondriver.JobOutcomeSnooze, time.Now()
+		// A zero RunAt is "now" by the backend's clock: available at once.
+		f.Outcome = batondriver.JobOutcomeSnooze
 		log.Info("baton: job returned to its queue at stop")
 	case errors.As(err, &snooze):
 		f.Outcome, f.RunAt = batondriver.JobOutcomeSnooze, time.Now().Add(snooze.d)

@@ -126,6 +126,17 @@ const (
 type JobInsertParams struct {
 	Queue string
 	Jobs  []*JobInsert
+	// Once, if set, makes the insert happen at most once per tick of a
+	// recurring schedule, across every process: the queue remembers the
+	// last tick inserted under Once.Name, and an insert for a tick not after
+	// it inserts nothing and reports Skipped.
+	Once *JobInsertOnce
+}
+
+// JobInsertOnce names the tick of a recurring schedule an insert is for.
+type JobInsertOnce struct {
+	Name string
+	Tick time.Time
 }
 
 // JobInsert is one job to insert. The driver assigns ID and CreatedAt.
@@ -142,6 +153,9 @@ type JobInsert struct {
 // JobInsertResult is the result of JobInsert, in the order of the params.
 type JobInsertResult struct {
 	Jobs []*JobRow
+	// Skipped reports that Once's tick had been inserted already; Jobs is
+	// empty then.
+	Skipped bool
 }
 
 // JobFetchParams are the parameters of JobFetch.

@@ -293,6 +293,57 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.counts(0, 1, 0, 0, 0, 0)
 	})
 
+	t.Run("InsertOncePerTick", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		tick := time.Now().Truncate(time.Second).Add(time.Hour)
+		once := func(name string, at time.Time) *batondriver.JobInsertResult {
+			t.Helper()
+			res, err := f.d.JobInsert(f.ctx, &batondriver.JobInsertParams{
+				Queue: f.queue, Jobs: []*batondriver.JobInsert{newJob()},
+				Once: &batondriver.JobInsertOnce{Name: name, Tick: at},
+			})
+			require.NoError(t, err)
+			return res
+		}
+		first := once("every-15m", tick)
+		require.False(t, first.Skipped)
+		require.Len(t, first.Jobs, 1)
+		for _, at := range []time.Time{tick, tick.Add(-time.Minute)} {
+			again := once("every-15m", at)
+			require.True(t, again.Skipped, "a tick not after the last one inserted again")
+			require.Empty(t, again.Jobs)
+		}
+		require.False(t, once("other", tick).Skipped, "schedules are told apart by name")
+		require.False(t, once("every-15m", tick.Add(15*time.Minute)).Skipped)
+		f.counts(0, 3, 0, 0, 0, 0)
+
+		_, err := f.d.JobInsert(f.ctx, &batondriver.JobInsertParams{
+			Queue: f.queue, Jobs: []*batondriver.JobInsert{newJob()}, Once: &batondriver.JobInsertOnce{Tick: tick},
+		})
+		require.ErrorIs(t, err, batondriver.ErrBadParams, "Once without a name")
+	})
+
+	t.Run("InsertOfEarliestScheduledJobWakes", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(time.Hour) }))
+		f.fetch(1) // finds nothing available, and drops the wake-up the insert left
+		ch := f.wait(f.ctx, 2*time.Second)
+		time.Sleep(20 * time.Millisecond) // let it block
+		// Due before the other: a fetcher must learn the new NextRunAt.
+		f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(time.Minute) }))
+		w := f.waitResult(ch)
+		require.NoError(t, w.err)
+		require.Less(t, w.took, time.Second, "the waiter slept through a new earliest job")
+		// Due after the earliest: nobody needs to know yet.
+		f.fetch(1)
+		ch = f.wait(f.ctx, 200*time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+		f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(2 * time.Hour) }))
+		w = f.waitResult(ch)
+		require.NoError(t, w.err)
+		require.GreaterOrEqual(t, w.took, 150*time.Millisecond, "a later scheduled job woke a waiter")
+	})
+
 	t.Run("InsertScheduled", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		at := time.Now().Add(time.Hour)

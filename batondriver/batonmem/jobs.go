@@ -65,6 +65,7 @@ type queueState struct {
 	seq     uint64 // numbers every entry into a state: arrival order
 	used    bool   // had a job: listed by QueueList
 	paused  bool
+	once    map[string]time.Time // recurring schedule name -> last tick inserted
 
 	tokens  int       // unclaimed wake tokens; 0 while anyone waits
 	waiters list.List // of *jobWaiter, first come first woken
@@ -330,6 +331,9 @@ func (d *Driver) JobInsert(_ context.Context, p *batondriver.JobInsertParams) (*
 			return nil, badParams("job #%d: MaxAttempts %d, must be at least 1", i, in.MaxAttempts)
 		}
 	}
+	if p.Once != nil && (p.Once.Name == "" || p.Once.Tick.IsZero()) {
+		return nil, badParams("Once needs a Name and a Tick")
+	}
 	res := &batondriver.JobInsertResult{Jobs: make([]*batondriver.JobRow, 0, len(p.Jobs))}
 	if len(p.Jobs) == 0 {
 		return res, nil
@@ -339,8 +343,22 @@ func (d *Driver) JobInsert(_ context.Context, p *batondriver.JobInsertParams) (*
 	defer s.mu.Unlock()
 	now := time.Now()
 	q := s.queue(p.Queue)
+	if p.Once != nil {
+		if q.once == nil {
+			q.once = make(map[string]time.Time)
+		}
+		if last, ok := q.once[p.Once.Name]; ok && !p.Once.Tick.After(last) {
+			res.Skipped = true
+			return res, nil
+		}
+		q.once[p.Once.Name] = p.Once.Tick
+	}
 	q.used = true
 	woken := 0
+	var earliest time.Time // of the scheduled jobs before this insert
+	if j := q.states[batondriver.JobStateScheduled].first(); j != nil {
+		earliest = j.row.RunAt
+	}
 	for _, in := range p.Jobs {
 		j := &job{row: batondriver.JobRow{
 			ID:          jobid.New(),
@@ -358,6 +376,11 @@ func (d *Driver) JobInsert(_ context.Context, p *batondriver.JobInsertParams) (*
 			woken++
 		}
 		res.Jobs = append(res.Jobs, j.copyRow())
+	}
+	// A job due before every other scheduled one wakes a fetcher, so that
+	// it learns the new NextRunAt instead of sleeping through it.
+	if j := q.states[batondriver.JobStateScheduled].first(); j != nil && (earliest.IsZero() || j.row.RunAt.Before(earliest)) {
+		woken++
 	}
 	q.wake(woken)
 	return res, nil

@@ -224,7 +224,12 @@ func TestFetchWakeTokens(t *testing.T) {
 	}
 	_, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: "q", Jobs: jobs})
 	require.NoError(t, err)
-	require.Zero(t, tokens(), "a scheduled job woke a fetcher")
+	require.Equal(t, 1, tokens(), "the new earliest scheduled time wakes one fetcher, whatever the number of jobs")
+	_, err = d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: "q", Jobs: []*batondriver.JobInsert{
+		{Kind: "k", MaxAttempts: 1, RunAt: runAt.Add(time.Hour)},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, 1, tokens(), "a job due after the earliest woke a fetcher")
 	time.Sleep(time.Until(runAt) + 5*time.Millisecond)
 	fetch := func(max int) int {
 		res, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: "q", Max: max, LeaseTTL: time.Second})
@@ -232,7 +237,7 @@ func TestFetchWakeTokens(t *testing.T) {
 		return len(res.Jobs)
 	}
 	require.Equal(t, 1, fetch(1))
-	require.Equal(t, 2, tokens(), "one token per due job left available")
+	require.Equal(t, 3, tokens(), "one token per due job left available, and the earlier one")
 	require.Equal(t, 2, fetch(5))
 	require.Zero(t, tokens(), "tokens kept with no job available")
 }

@@ -51,6 +51,12 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		args = append(args, ids[i], j.Kind, string(j.Args), itoa(j.Priority), itoa(j.MaxAttempts),
 			tags, string(j.Metadata), strconv.FormatInt(runAtMS(j.RunAt), 10))
 	}
+	if p.Once != nil {
+		if p.Once.Name == "" || p.Once.Tick.IsZero() {
+			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Once needs a Name and a Tick", batondriver.ErrBadParams))
+		}
+		args = append(args, p.Once.Name, strconv.FormatInt(p.Once.Tick.UnixMilli(), 10))
+	}
 	k := d.queueKeys(p.Queue)
 	keys := k.withJobs(ids...)
 	s := d.scripts.jobInsert
@@ -69,6 +75,9 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 	}
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
+	}
+	if len(v) == 2 && v[1] == -1 {
+		return &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}, Skipped: true}, nil
 	}
 	if len(v) != 1+len(p.Jobs) {
 		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(v)))

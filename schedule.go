@@ -1,0 +1,153 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// Schedule says when a periodic job fires. Every process must compute the
+// same ticks from the same schedule, since a tick is fired once across all
+// of them: the schedules made here depend only on the time they are given.
+type Schedule interface {
+	// Next returns the first tick strictly after t.
+	Next(t time.Time) time.Time
+}
+
+// Every returns a schedule firing every d, at multiples of d since the Unix
+// epoch (so every 15 minutes means :00, :15, :30 and :45), whenever the
+// processes started. d must be at least 10ms.
+func Every(d time.Duration) (Schedule, error) {
+	if d < 10*time.Millisecond {
+		return nil, fmt.Errorf("baton: Every(%v): the period must be at least 10ms", d)
+	}
+	return every(d), nil
+}
+
+type every time.Duration
+
+func (e every) Next(t time.Time) time.Time {
+	d := time.Duration(e)
+	return t.Truncate(d).Add(d)
+}
+
+// Cron parses a standard five-field cron expression (minute, hour, day of
+// month, month, day of week), or a descriptor such as "@hourly", in UTC
+// unless it starts with CRON_TZ=Zone. A bad spec is an error that says why.
+func Cron(spec string) (Schedule, error) {
+	s, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, fmt.Errorf("baton: cron spec %q: %w", spec, err)
+	}
+	return cronSchedule{s}, nil
+}
+
+type cronSchedule struct{ cron.Schedule }
+
+func (c cronSchedule) Next(t time.Time) time.Time {
+	return c.Schedule.Next(t.UTC())
+}
+
+// PeriodicJob is a job inserted on a schedule (seed S3: every 15 minutes,
+// fan out one job per user). Every started client with the job in its
+// Config.PeriodicJobs takes part, and each tick is inserted exactly once
+// across all of them.
+//
+// Catch-up: ticks that passed while no client was running are not made up
+// for; the schedule resumes with the next tick. A tick a running client
+// could not insert (the backend was unreachable) is retried until the
+// next tick, then given up.
+type PeriodicJob struct {
+	// Name identifies the schedule across processes and restarts; ticks are
+	// remembered under it (in the job's queue).
+	Name     string
+	Schedule Schedule
+	// Job returns the job to insert at a tick, with its options (nil for
+	// the defaults). The job's queue is where the tick is remembered.
+	Job func(tick time.Time) (JobArgs, *InsertOpts)
+}
+
+func checkPeriodic(jobs []*PeriodicJob) error {
+	seen := map[string]bool{}
+	for i, p := range jobs {
+		switch {
+		case p == nil:
+			return fmt.Errorf("baton: Config.PeriodicJobs[%d] is nil", i)
+		case p.Name == "" || len(p.Name) > 128:
+			return fmt.Errorf("baton: Config.PeriodicJobs[%d]: name %q must have 1 to 128 bytes", i, p.Name)
+		case seen[p.Name]:
+			return fmt.Errorf("baton: Config.PeriodicJobs: name %q used twice", p.Name)
+		case p.Schedule == nil:
+			return fmt.Errorf("baton: periodic job %q has no Schedule", p.Name)
+		case p.Job == nil:
+			return fmt.Errorf("baton: periodic job %q has no Job", p.Name)
+		}
+		seen[p.Name] = true
+	}
+	return nil
+}
+
+// schedule fires one periodic job until the client stops.
+func (r *runner) schedule(p *PeriodicJob) {
+	defer r.loops.Done()
+	tick := p.Schedule.Next(time.Now())
+	for {
+		timer := time.NewTimer(time.Until(tick))
+		select {
+		case <-timer.C:
+		case <-r.fetchCtx.Done():
+			timer.Stop()
+			return
+		}
+		next := p.Schedule.Next(tick)
+		r.fire(p, tick, next)
+		tick = next
+		// A slow insert (an outage) may have run past later ticks.
+		for now := time.Now(); !tick.After(now); tick = p.Schedule.Next(tick) {
+		}
+	}
+}
+
+// fire inserts the job of one tick, once across every process, retrying
+// until the next tick.
+func (r *runner) fire(p *PeriodicJob, tick, next time.Time) {
+	log := r.log.With("periodic_job", p.Name, "tick", tick)
+	args, opts := p.Job(tick)
+	queue, ins, err := r.c.prepare(&InsertManyParams{Args: args, Opts: opts}, time.Now())
+	if err != nil {
+		log.Error("baton: periodic job cannot be inserted", "err", err)
+		return
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithDeadline(r.fetchCtx, next)
+		res, err := r.c.driver.JobInsert(ctx, &batondriver.JobInsertParams{
+			Queue: queue, Jobs: []*batondriver.JobInsert{ins},
+			Once: &batondriver.JobInsertOnce{Name: p.Name, Tick: tick},
+		})
+		cancel()
+		switch {
+		case err == nil && res.Skipped:
+			log.Debug("baton: periodic tick fired by another process")
+			return
+		case err == nil:
+			log.Info("baton: periodic job inserted", "job_id", res.Jobs[0].ID)
+			return
+		case errors.Is(err, context.DeadlineExceeded) || r.fetchCtx.Err() != nil:
+			log.Warn("baton: periodic tick given up", "err", err)
+			return
+		}
+		log.Warn("baton: inserting periodic job failed; retrying", "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-r.fetchCtx.Done():
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
