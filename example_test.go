@@ -79,3 +79,31 @@ func ExampleJobSnooze() {
 	// failed: retry with backoff
 	// done on attempt 2
 }
+
+// Seed S3: every 15 minutes, fan out; each tick is inserted once however
+// many processes run the schedule.
+func ExamplePeriodicJob() {
+	every15, err := baton.Every(15 * time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[SyncArgs](func(ctx context.Context, job *baton.Job[SyncArgs]) error {
+		return nil // fan out: insert one job per user here
+	}), nil)
+	_, err = baton.NewClient(batonmem.New(), &baton.Config{
+		Workers: workers,
+		PeriodicJobs: []*baton.PeriodicJob{{
+			Name:     "fan-out",
+			Schedule: every15,
+			Job: func(tick time.Time) (baton.JobArgs, *baton.InsertOpts) {
+				return SyncArgs{}, nil
+			},
+		}},
+	})
+	fmt.Println("configured:", err == nil)
+	fmt.Println("next tick after 10:07:", every15.Next(time.Date(2026, 11, 22, 10, 7, 0, 0, time.UTC)).Format("15:04"))
+	// Output:
+	// configured: true
+	// next tick after 10:07: 10:15
+}
