@@ -58,6 +58,12 @@ type Config struct {
 	// negative: deleted at once.
 	CompletedRetention time.Duration
 
+	// DeadRetention is how long jobs stay in the dead set (dead and
+	// cancelled), for people to look at, retry or delete, before the
+	// workers' fetches sweep them. Default 30 days; negative: kept until
+	// retried or deleted.
+	DeadRetention time.Duration
+
 	// MaxArgsBytes bounds a job's encoded args; bigger inserts fail.
 	// Default 1 MiB.
 	MaxArgsBytes int
@@ -154,6 +160,12 @@ func newConfig(cfg *Config) (*config, error) {
 	}
 	if c.CompletedRetention < 0 {
 		c.CompletedRetention = 0
+	}
+	if c.DeadRetention == 0 {
+		c.DeadRetention = 30 * 24 * time.Hour
+	}
+	if c.DeadRetention < 0 {
+		c.DeadRetention = 0 // the backend keeps them
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 100

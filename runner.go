@@ -237,6 +237,7 @@ func (r *runner) fetchRound() (next time.Time, fetched int, failed bool) {
 		sent := time.Now()
 		res, err := r.c.driver.JobFetch(r.fetchCtx, &batondriver.JobFetchParams{
 			Queue: queue, Max: min(free, 100), LeaseTTL: r.cfg.LeaseTTL, RecoverDelay: r.cfg.RecoverDelay,
+			DeadRetention: r.cfg.DeadRetention,
 		})
 		if err != nil {
 			if r.fetchCtx.Err() == nil {

@@ -168,6 +168,10 @@ type JobFetchParams struct {
 	// lost the backend) a job runs again, if it has attempts left. 0: at
 	// once.
 	RecoverDelay time.Duration
+	// DeadRetention is how long jobs stay in the dead set (dead and
+	// cancelled) before a fetch sweeps them. 0: kept until retried or
+	// deleted.
+	DeadRetention time.Duration
 }
 
 // JobFetchResult is the result of JobFetch.

@@ -344,6 +344,25 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		require.GreaterOrEqual(t, w.took, 150*time.Millisecond, "a later scheduled job woke a waiter")
 	})
 
+	t.Run("DeadRetentionSweepsDeadSet", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		rows := f.insert(newJob(), newJob())
+		res := f.fetch(2)
+		require.Len(t, res.Jobs, 2)
+		f.finish(0,
+			outcome(res.Jobs[0], batondriver.JobOutcomeDead, "gone", time.Time{}),
+			outcome(res.Jobs[1], batondriver.JobOutcomeCancel, "stop", time.Time{}))
+		f.fetchP(batondriver.JobFetchParams{Max: 1, LeaseTTL: time.Second}) // no retention: kept
+		f.counts(0, 0, 0, 0, 1, 1)
+		time.Sleep(60 * time.Millisecond)
+		f.fetchP(batondriver.JobFetchParams{Max: 1, LeaseTTL: time.Second, DeadRetention: time.Hour})
+		f.counts(0, 0, 0, 0, 1, 1)
+		f.fetchP(batondriver.JobFetchParams{Max: 1, LeaseTTL: time.Second, DeadRetention: 30 * time.Millisecond})
+		f.counts(0, 0, 0, 0, 0, 0)
+		f.requireGone(rows[0].ID)
+		f.requireGone(rows[1].ID)
+	})
+
 	t.Run("InsertScheduled", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		at := time.Now().Add(time.Hour)

@@ -397,8 +397,8 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
-	if p.Max < 1 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 {
-		return nil, badParams("fetch Max %d (at least 1), LeaseTTL %v (at least 1ms), RecoverDelay %v (not negative)", p.Max, p.LeaseTTL, p.RecoverDelay)
+	if p.Max < 1 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 || p.DeadRetention < 0 {
+		return nil, badParams("fetch Max %d (at least 1), LeaseTTL %v (at least 1ms), RecoverDelay %v and DeadRetention %v (not negative)", p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention)
 	}
 	s := &d.jobs
 	s.mu.Lock()
@@ -444,6 +444,19 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 		}
 		q.remove(j)
 		delete(q.jobs, j.row.ID)
+	}
+	if p.DeadRetention > 0 {
+		for _, state := range []batondriver.JobState{batondriver.JobStateDead, batondriver.JobStateCancelled} {
+			ended := q.states[state]
+			for range fetchBatch {
+				j := ended.first()
+				if j == nil || j.row.FinishedAt.After(now.Add(-p.DeadRetention)) {
+					break
+				}
+				q.remove(j)
+				delete(q.jobs, j.row.ID)
+			}
+		}
 	}
 	if j := scheduled.first(); j != nil {
 		res.NextRunAt = j.row.RunAt

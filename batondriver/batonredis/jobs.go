@@ -142,11 +142,11 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if p.Max < 1 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 {
-		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Max %d, LeaseTTL %v, RecoverDelay %v",
-			batondriver.ErrBadParams, p.Max, p.LeaseTTL, p.RecoverDelay))
+	if p.Max < 1 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 || p.DeadRetention < 0 {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Max %d, LeaseTTL %v, RecoverDelay %v, DeadRetention %v",
+			batondriver.ErrBadParams, p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention))
 	}
-	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max)}
+	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max), ms(p.DeadRetention)}
 	arr, err := d.scripts.jobFetch.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, args).ToArray()
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)

@@ -9,6 +9,8 @@
 -- ARGV[4] n fresh random leases of LEASE_LEN characters each, one after the
 --         other, one for each job that may be leased (one string rather than
 --         n arguments: an idle poll would pay for n unused arguments)
+-- ARGV[5] dead retention in ms: dead and cancelled jobs that finished longer
+--         ago are deleted; "0" keeps them
 --
 -- Returns {server ms, paused (0|1), recovered count, earliest scheduled
 -- run_at or false, then per leased job its ID and the array of its fields
@@ -19,7 +21,8 @@
 --  2. running jobs whose lease_until has come are taken back, their attempt
 --     counted and the error "lease expired" recorded: dead if the attempts
 --     are used up, else scheduled RecoverDelay from now (available if 0);
---  3. completed jobs whose retention ended are deleted.
+--  3. completed jobs whose retention ended are deleted, and so are dead and
+--     cancelled jobs older than the dead retention.
 -- Unless the queue is paused, up to n available jobs are then leased. Jobs
 -- made available by steps 1 and 2 and not leased here wake other fetchers;
 -- when no job is left available, the wake list is deleted.
@@ -83,13 +86,21 @@ if #expired > 0 then
 end
 local made = flush_available(avail)
 
--- 3. Completed jobs past their retention.
-local old = redis.call('ZRANGE', C, '-inf', now, 'BYSCORE', 'LIMIT', 0, BATCH)
-if #old > 0 then
-  chunked('ZREM', C, old)
-  local keys = {}
-  for i, id in ipairs(old) do keys[i] = J .. id end
-  redis.call('DEL', unpack(keys))
+-- 3. Completed jobs past their retention, then the dead set's.
+local function sweep(set, upto)
+  local old = redis.call('ZRANGE', set, '-inf', upto, 'BYSCORE', 'LIMIT', 0, BATCH)
+  if #old > 0 then
+    chunked('ZREM', set, old)
+    local keys = {}
+    for i, id in ipairs(old) do keys[i] = J .. id end
+    redis.call('DEL', unpack(keys))
+  end
+end
+sweep(C, now)
+local dead_retention = tonumber(ARGV[5])
+if dead_retention > 0 then
+  sweep(D, now - dead_retention)
+  sweep(X, now - dead_retention)
 end
 
 if #due > 0 then
