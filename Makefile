@@ -1,7 +1,7 @@
 # Baton's targets. `make test` is everything CI runs.
 GO ?= go
 
-.PHONY: test demo bench-locks chaos vet fmt
+.PHONY: test demo bench-locks bench-jobs chaos vet fmt
 
 test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -22,6 +22,9 @@ chaos:
 
 bench-locks:
 	cd bench && $(GO) run ./cmd/bench-locks
+
+bench-jobs:
+	cd bench && $(GO) run ./cmd/bench-jobs
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

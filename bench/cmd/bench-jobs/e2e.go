@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonhq/baton"
+)
+
+// e2eWorkers are the worker pool sizes of part 2.
+var e2eWorkers = []int{16, 64}
+
+// e2eRow is one row of the end-to-end table.
+type e2eRow struct {
+	name      string
+	asynq     bool
+	retention time.Duration // Baton's Config.CompletedRetention (0: its default, 24h)
+}
+
+var e2eRows = []e2eRow{
+	{name: "baton"},
+	{name: "baton (CompletedRetention -1)", retention: -1},
+	{name: "asynq", asynq: true},
+}
+
+// e2eCell is one round of one end-to-end cell, or the sum of its rounds.
+type e2eCell struct {
+	jobs    int64
+	elapsed time.Duration // Start to the last outcome recorded
+	handled time.Duration // Start to the last handler called
+	redis   redisSnap
+	cpu     time.Duration
+	drv     driverCounts // Baton only
+}
+
+func (c e2eCell) rate() float64 { return float64(c.jobs) / c.elapsed.Seconds() }
+
+func (c *e2eCell) add(o e2eCell) {
+	c.jobs += o.jobs
+	c.elapsed += o.elapsed
+	c.handled += o.handled
+	c.cpu += o.cpu
+	if c.redis.cmds == nil {
+		c.redis.cmds = map[string]cmdStat{}
+	}
+	c.redis.add(o.redis)
+	c.drv.add(o.drv)
+}
+
+// runE2E is part 2: for each pool size and round, every row works off a
+// backlog of p.e2eJobs no-op jobs; rows take turns round by round.
+func runE2E(ctx context.Context, e *env) error {
+	p := e.p
+	fmt.Fprintf(os.Stderr, "part 2: end to end (%d jobs, %d rounds per cell)\n", p.e2eJobs, p.e2eRounds)
+	rows := selectedRows(e2eRows, func(r e2eRow) string { return r.name })
+	rates := map[string]map[int][]float64{}
+	sums := map[string]map[int]*e2eCell{}
+	for _, r := range rows {
+		rates[r.name] = map[int][]float64{}
+		sums[r.name] = map[int]*e2eCell{}
+		for _, n := range e2eWorkers {
+			sums[r.name][n] = &e2eCell{}
+		}
+	}
+	cell := 0
+	for _, n := range e2eWorkers {
+		for round := range p.e2eRounds {
+			for ri, r := range rows {
+				cell++
+				fmt.Fprintf(os.Stderr, "  %2d workers, round %d/%d: %s\n", n, round+1, p.e2eRounds, r.name)
+				var (
+					c   e2eCell
+					err error
+				)
+				if r.asynq {
+					c, err = e2eAsynq(ctx, e, n, fmt.Sprintf("e2e-%d-%d-%d", ri, n, round))
+				} else {
+					c, err = e2eBaton(ctx, e, n, r.retention, fmt.Sprintf("bje%d", cell))
+				}
+				if err != nil {
+					return fmt.Errorf("%s, %d workers: %w", r.name, n, err)
+				}
+				rates[r.name][n] = append(rates[r.name][n], c.rate())
+				sums[r.name][n].add(c)
+			}
+		}
+	}
+
+	t := &table{
+		title: fmt.Sprintf("2. End to end: a backlog of %d no-op jobs worked off by a pool of N workers (median of %d rounds, rows interleaved)",
+			p.e2eJobs, p.e2eRounds),
+		header: []string{"implementation", "workers", "jobs/s", "rounds", "handlers done", "cmds/job", "server calls/job",
+			"Redis CPU µs/job", "Redis CPU", "bench CPU µs/job", "bench CPU"},
+	}
+	var breakdown []string
+	for _, n := range e2eWorkers {
+		for _, r := range rows {
+			s := sums[r.name][n]
+			jobs, secs := float64(s.jobs), s.elapsed.Seconds()
+			checkCounters(&s.redis)
+			t.add(r.name, fmt.Sprint(n), fmtRate(median(rates[r.name][n])), fmtRange(rates[r.name][n]),
+				fmtRate(jobs/s.handled.Seconds()),
+				fmtF(float64(s.redis.client)/jobs, 2),
+				fmtF(float64(s.redis.total)/jobs, 1),
+				fmtF(s.redis.cpu*1e6/jobs, 1),
+				fmt.Sprintf("%.0f%%", 100*s.redis.cpu/secs),
+				fmtF(s.cpu.Seconds()*1e6/jobs, 1),
+				fmt.Sprintf("%.0f%%", 100*s.cpu.Seconds()/secs))
+			if verbose {
+				breakdown = append(breakdown, fmt.Sprintf("%s, %d workers: %s", r.name, n, s.redis.describe(s.jobs)))
+			}
+		}
+	}
+	t.note("jobs/s: the backlog over the time from starting the pool to the last outcome recorded in Redis.")
+	t.note("handlers done: the backlog over the time from starting the pool to the last handler called.")
+	t.note("Baton: defaults but Concurrency (LeaseTTL 30s, CompletedRetention 24h: completed jobs are kept;")
+	t.note("-1 deletes them at once). asynq: defaults but Concurrency (its Retention 0 deletes completed tasks).")
+	t.note("cmds/job: commands the clients sent per job, counted client-side; server calls/job: INFO stats")
+	t.note("total_commands_processed growth per job (client commands plus every redis.call inside scripts).")
+	t.note("Redis CPU / bench CPU: the server's / this process's CPU in the windows (100%% = one core).")
+	t.note("Not counted: inserting the backlog, stopping the pool.")
+	t.print(os.Stdout)
+
+	d := &table{
+		title: "2b. Baton's round trips in part 2 (all rounds), counted by a wrapper around the driver",
+		header: []string{"implementation", "workers", "fetches/job", "jobs/fetch", "asked/fetch", "empty fetches",
+			"fetch RTT", "finishes/job", "jobs/finish", "finish RTT", "waits"},
+	}
+	for _, n := range e2eWorkers {
+		for _, r := range rows {
+			if r.asynq {
+				continue
+			}
+			c := sums[r.name][n].drv
+			jobs := float64(sums[r.name][n].jobs)
+			d.add(r.name, fmt.Sprint(n),
+				fmtF(float64(c.fetches)/jobs, 3), fmtF(float64(c.fetched)/float64(c.fetches), 1),
+				fmtF(float64(c.fetchAsked)/float64(c.fetches), 1), fmt.Sprint(c.fetchEmpty),
+				fmtDur(c.fetchTime/time.Duration(max(c.fetches, 1))),
+				fmtF(float64(c.finishes)/jobs, 3), fmtF(float64(c.finished)/float64(c.finishes), 1),
+				fmtDur(c.finishTime/time.Duration(max(c.finishes, 1))), fmt.Sprint(c.waits))
+		}
+	}
+	d.note("jobs/fetch: jobs a JobFetch returned, mean; asked/fetch: its Max (free workers, at most 100), mean.")
+	d.note("RTT: mean time a JobFetch / JobFinish call took, as the client saw it. waits: JobWait calls (BLPOP).")
+	d.print(os.Stdout)
+	printBreakdown("2. per cell (-v): server command calls per job x µs per call", breakdown)
+
+	if only == nil {
+		b64, a64 := median(rates["baton"][64]), median(rates["asynq"][64])
+		e.goals.add(b64 >= 2*a64, "end to end, 64 workers: baton >= 2x asynq: %.0f / %.0f = %.2fx", b64, a64, b64/a64)
+		e.goals.add(b64 >= 18000, "end to end, 64 workers: baton >= 18k jobs/s (the issue's 2x asynq): %.0f", b64)
+	}
+	return nil
+}
+
+// e2eBaton runs one Baton end-to-end cell on key prefix.
+func e2eBaton(ctx context.Context, e *env, workers int, retention time.Duration, prefix string) (e2eCell, error) {
+	jobs := e.p.e2eJobs
+	handled := newCountdown(jobs)
+	work := func(ctx context.Context, job *baton.Job[benchArgs]) error {
+		handled.add(1)
+		return nil
+	}
+	b, err := newBatonSide(e.addr, prefix, &baton.Config{Concurrency: workers, CompletedRetention: retention}, work)
+	if err != nil {
+		return e2eCell{}, err
+	}
+	defer b.close()
+	defer func() { _, _ = deleteKeys(context.Background(), e.addr, 0, b.keys()) }()
+	if err := b.backlog(ctx, jobs); err != nil {
+		return e2eCell{}, err
+	}
+	recorded := newCountdown(jobs)
+	b.cd.onRecorded.Store(recorded)
+	before := b.cd.counts()
+
+	w := window{stats: e.stats, sent: &b.sent}
+	if err := w.start(ctx); err != nil {
+		return e2eCell{}, err
+	}
+	t0 := time.Now()
+	if err := b.client.Start(ctx); err != nil {
+		return e2eCell{}, err
+	}
+	limit := time.NewTimer(e.p.e2eLimit)
+	defer limit.Stop()
+	var tHandled, tDone time.Time
+	select {
+	case <-handled.done:
+		tHandled = time.Now()
+	case <-limit.C:
+	}
+	if !tHandled.IsZero() {
+		select {
+		case <-recorded.done:
+			tDone = time.Now()
+		case <-limit.C:
+		}
+	}
+	err = w.end(ctx)
+	after := b.cd.counts()
+	stopCtx, cancel := context.WithTimeout(ctx, e.p.stopGrace)
+	defer cancel()
+	err = errors.Join(err, b.client.Stop(stopCtx))
+	if tDone.IsZero() {
+		return e2eCell{}, errors.Join(err, fmt.Errorf("not done within %v: %d handled, %d recorded", e.p.e2eLimit, handled.n.Load(), b.cd.recorded.Load()))
+	}
+
+	// Check the outcome in Redis.
+	st, serr := b.client.QueueStats(ctx, "default")
+	if serr != nil {
+		return e2eCell{}, errors.Join(err, serr)
+	}
+	want := map[baton.JobState]int{baton.JobStateCompleted: jobs}
+	if retention < 0 {
+		want = map[baton.JobState]int{}
+	}
+	for state, got := range st.Counts {
+		if got != want[state] {
+			err = errors.Join(err, fmt.Errorf("after the run: %d jobs %s, want %d", got, state, want[state]))
+		}
+	}
+	if n := handled.n.Load(); n != int64(jobs) {
+		err = errors.Join(err, fmt.Errorf("handlers called %d times, want %d", n, jobs))
+	}
+	d := after
+	d.fetches -= before.fetches
+	d.fetched -= before.fetched
+	d.fetchAsked -= before.fetchAsked
+	d.fetchEmpty -= before.fetchEmpty
+	d.finishes -= before.finishes
+	d.finished -= before.finished
+	d.waits -= before.waits
+	d.fetchTime -= before.fetchTime
+	d.finishTime -= before.finishTime
+	return e2eCell{jobs: int64(jobs), elapsed: tDone.Sub(t0), handled: tHandled.Sub(t0),
+		redis: w.delta, cpu: w.cpu, drv: d}, err
+}
+
+// e2eAsynq runs one asynq end-to-end cell on queue. asynq reports no
+// outcome to the caller, so once every handler has been called the
+// Inspector is asked every millisecond until the queue has no active task
+// left and its processed total is the backlog.
+func e2eAsynq(ctx context.Context, e *env, workers int, queue string) (e2eCell, error) {
+	jobs := e.p.e2eJobs
+	a := newAsynqSide(e.addr, queue, workers, 0)
+	defer a.close()
+	defer func() { _, _ = deleteKeys(context.Background(), e.addr, asynqDB, a.keys()) }()
+	if err := a.backlog(ctx, jobs); err != nil {
+		return e2eCell{}, err
+	}
+	handled := newCountdown(jobs)
+	handler := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		handled.add(1)
+		return nil
+	})
+
+	w := window{stats: e.stats, sent: &a.sent}
+	if err := w.start(ctx); err != nil {
+		return e2eCell{}, err
+	}
+	t0 := time.Now()
+	if err := a.srv.Start(handler); err != nil {
+		return e2eCell{}, err
+	}
+	defer a.shutdown()
+	deadline := time.Now().Add(e.p.e2eLimit)
+	limit := time.NewTimer(e.p.e2eLimit)
+	defer limit.Stop()
+	var tHandled, tDone time.Time
+	select {
+	case <-handled.done:
+		tHandled = time.Now()
+	case <-limit.C:
+	}
+	var info *asynq.QueueInfo
+	var err error
+	for !tHandled.IsZero() && time.Now().Before(deadline) {
+		info, err = a.insp.GetQueueInfo(queue)
+		if err != nil {
+			return e2eCell{}, err
+		}
+		if info.Active == 0 && info.ProcessedTotal >= jobs {
+			tDone = time.Now()
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	err = w.end(ctx)
+	if tDone.IsZero() {
+		return e2eCell{}, errors.Join(err, fmt.Errorf("not done within %v: %d handled", e.p.e2eLimit, handled.n.Load()))
+	}
+	for _, c := range []struct {
+		what      string
+		got, want int
+	}{
+		{"processed", info.ProcessedTotal, jobs}, {"failed", info.FailedTotal, 0}, {"in the queue", info.Size, 0},
+		{"retry", info.Retry, 0}, {"archived", info.Archived, 0}, {"completed", info.Completed, 0},
+	} {
+		if c.got != c.want {
+			err = errors.Join(err, fmt.Errorf("after the run: %d tasks %s, want %d", c.got, c.what, c.want))
+		}
+	}
+	if n := handled.n.Load(); n != int64(jobs) {
+		err = errors.Join(err, fmt.Errorf("handlers called %d times, want %d", n, jobs))
+	}
+	return e2eCell{jobs: int64(jobs), elapsed: tDone.Sub(t0), handled: tHandled.Sub(t0),
+		redis: w.delta, cpu: w.cpu}, err
+}

@@ -1,0 +1,212 @@
+// Command bench-jobs measures Baton's job system beside
+// github.com/hibiken/asynq, both on one private redis-server that it starts
+// and stops itself, and prints plain-text tables to stdout.
+//
+//	cd bench && go run ./cmd/bench-jobs          # full run, a few minutes
+//	cd bench && go run ./cmd/bench-jobs -quick   # smoke run, under a minute
+//
+// Parts (see docs/benchmarks.md, "Jobs", for what each figure means):
+//
+//  1. insert: jobs inserted per second, one at a time from 1 and from 16
+//     goroutines, and batched (Baton's InsertMany; asynq has no batch);
+//  2. e2e: a backlog of no-op jobs worked off by a pool of 16 and of 64
+//     workers, start to last outcome recorded;
+//  3. latency: insert-to-start latency of single jobs with idle workers;
+//  4. scripts: the server time of Baton's insert, fetch and finish scripts
+//     per job, each run alone (diagnosis).
+//
+// Baton's cells run in database 0, each on a key prefix of its own; asynq's
+// in database 1, each on a queue of its own. Every cell's keys are deleted
+// after it, outside every measured window. Every load loop stops at its
+// time limit or its count limit, whichever comes first.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// plan holds the sizes and durations of one run.
+type plan struct {
+	insRounds  int           // rounds of every insert cell (the median is reported)
+	insWarm    time.Duration // load before each measured insert window, not counted
+	insWindow  time.Duration // measured window of one round of an insert cell
+	e2eJobs    int           // backlog of one end-to-end cell
+	e2eRounds  int           // rounds of every end-to-end cell (the median is reported)
+	e2eLimit   time.Duration // longest an end-to-end cell may take
+	latInserts int           // inserts of one latency cell
+	latIdle    time.Duration // how long the workers idle before the first insert
+	scriptJobs int           // jobs per step of the scripts part
+	stopGrace  time.Duration // how long stopping a cell may take before it is an error
+}
+
+var (
+	fullPlan = plan{insRounds: 5, insWarm: 200 * time.Millisecond, insWindow: time.Second,
+		e2eJobs: 50000, e2eRounds: 3, e2eLimit: 2 * time.Minute,
+		latInserts: 2000, latIdle: 2 * time.Second, scriptJobs: 20000, stopGrace: 30 * time.Second}
+	quickPlan = plan{insRounds: 1, insWarm: 100 * time.Millisecond, insWindow: 300 * time.Millisecond,
+		e2eJobs: 5000, e2eRounds: 1, e2eLimit: 30 * time.Second,
+		latInserts: 200, latIdle: 2 * time.Second, scriptJobs: 2000, stopGrace: 15 * time.Second}
+)
+
+// verbose is set by -v: print per-command server breakdowns.
+var verbose bool
+
+// only, if set, selects the rows of parts 1-3 to run (-only).
+var only *regexp.Regexp
+
+// selected reports whether -only lets the row name run.
+func selected(name string) bool { return only == nil || only.MatchString(name) }
+
+func main() {
+	quick := flag.Bool("quick", false, "small sizes for a smoke run (under a minute)")
+	parts := flag.String("parts", "insert,e2e,latency,scripts", "comma-separated parts to run")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process to `file`")
+	flag.BoolVar(&verbose, "v", false, "also print each cell's server commands per job and their cost")
+	onlyRe := flag.String("only", "", "run only the rows of parts 1-3 whose name matches `regexp` (for diagnosis)")
+	flag.Parse()
+	if *onlyRe != "" {
+		re, err := regexp.Compile(*onlyRe)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-jobs: -only:", err)
+			os.Exit(2)
+		}
+		only = re
+	}
+	if err := run(*quick, *parts, *cpuprofile); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-jobs:", err)
+		os.Exit(1)
+	}
+}
+
+func run(quick bool, parts, cpuprofile string) error {
+	p := fullPlan
+	if quick {
+		p = quickPlan
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(parts, ",") {
+		want[strings.TrimSpace(s)] = true
+	}
+
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	srv, err := redistest.Start(nil)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	ctx := context.Background()
+	stats, err := newStatsReader(srv.Addr())
+	if err != nil {
+		return err
+	}
+	defer stats.Close()
+
+	started := time.Now()
+	fmt.Println("bench-jobs")
+	fmt.Printf("  machine:      %d CPUs (GOMAXPROCS %d), %s/%s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
+	fmt.Printf("  go:           %s\n", runtime.Version())
+	fmt.Printf("  redis-server: %s (private, %s, started by internal/redistest)\n", redisVersion(ctx, stats), srv.Addr())
+	fmt.Printf("  peer:         github.com/hibiken/asynq %s\n", moduleVersion("github.com/hibiken/asynq"))
+	mode := "full"
+	if quick {
+		mode = "quick (-quick: small sizes, figures are noisy)"
+	}
+	fmt.Printf("  mode:         %s\n\n", mode)
+
+	g := &goals{}
+	e := &env{p: p, addr: srv.Addr(), stats: stats, goals: g}
+	for _, part := range []struct {
+		name string
+		run  func(context.Context, *env) error
+	}{
+		{"insert", runInsert},
+		{"e2e", runE2E},
+		{"latency", runLatency},
+		{"scripts", runScripts},
+	} {
+		if want[part.name] {
+			if err := part.run(ctx, e); err != nil {
+				return fmt.Errorf("%s: %w", part.name, err)
+			}
+		}
+	}
+	g.print()
+	fmt.Printf("total time %.0fs\n", time.Since(started).Seconds())
+	return nil
+}
+
+// env is what every part needs.
+type env struct {
+	p     plan
+	addr  string
+	stats *statsReader
+	goals *goals
+}
+
+// goals collects the goal lines of the issue, printed together at the end.
+type goals struct{ lines []string }
+
+func (g *goals) add(ok bool, format string, args ...any) {
+	g.lines = append(g.lines, fmt.Sprintf("goal: "+format+"  -> %s", append(args, verdict(ok))...))
+}
+
+func (g *goals) print() {
+	if len(g.lines) == 0 {
+		return
+	}
+	fmt.Println("Goals")
+	fmt.Println()
+	for _, l := range g.lines {
+		fmt.Println(l)
+	}
+	fmt.Println()
+}
+
+// redisVersion reports the server's version as INFO gives it, falling back
+// to the binary's --version line.
+func redisVersion(ctx context.Context, s *statsReader) string {
+	if v, err := s.version(ctx); err == nil && v != "" {
+		return v
+	}
+	out, err := exec.Command("redis-server", "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// moduleVersion is the version of module path built into this binary.
+func moduleVersion(path string) string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == path {
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
+}
