@@ -19,6 +19,9 @@ type Client struct {
 
 	mu     sync.Mutex
 	runner *runner // while started
+
+	insertersMu sync.Mutex
+	inserters   map[string]*queueInserter // group commit of single inserts, by queue
 }
 
 // NewClient returns a client on driver. It checks cfg but does not contact
@@ -45,6 +48,9 @@ func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*I
 }
 
 // InsertMany adds jobs, in one round trip per queue and thousand jobs.
+// Concurrent single-job inserts into one queue are grouped into one backend
+// call while another is in flight, so many goroutines inserting one job
+// each cost the backend about what InsertMany does.
 // Either every job is checked and inserted, or an error says which one is
 // invalid and none is inserted; a backend error can leave some batches
 // inserted.
@@ -85,20 +91,20 @@ func (c *Client) insertMany(ctx context.Context, jobs []*InsertManyParams) ([]*I
 		where[i] = placed{queue, len(b.Jobs)}
 		b.Jobs = append(b.Jobs, ins)
 	}
+	if len(jobs) == 1 {
+		row, err := c.insertGrouped(ctx, order[0], batches[order[0]].Jobs[0])
+		if err != nil {
+			return nil, err
+		}
+		return []*InsertResult{{Job: row}}, nil
+	}
 	rows := map[string][]*JobRow{}
 	for _, queue := range order {
-		// Bounded batches: one Redis script runs alone on its server, and a
-		// huge one would stall every other client of it.
-		all := batches[queue].Jobs
-		for len(all) > 0 {
-			n := min(len(all), maxInsertBatch)
-			res, err := c.driver.JobInsert(ctx, &batondriver.JobInsertParams{Queue: queue, Jobs: all[:n]})
-			if err != nil {
-				return nil, fmt.Errorf("baton: insert into %q: %w", queue, err)
-			}
-			rows[queue] = append(rows[queue], res.Jobs...)
-			all = all[n:]
+		r, err := c.insertBatches(ctx, queue, batches[queue].Jobs)
+		if err != nil {
+			return nil, err
 		}
+		rows[queue] = r
 	}
 	out := make([]*InsertResult, len(jobs))
 	for i, p := range where {
@@ -109,6 +115,23 @@ func (c *Client) insertMany(ctx context.Context, jobs []*InsertManyParams) ([]*I
 
 // maxInsertBatch is the most jobs sent to the backend in one insert.
 const maxInsertBatch = 1000
+
+// insertBatches inserts jobs into queue in batches of at most
+// maxInsertBatch: one Redis script runs alone on its server, and a huge one
+// would stall every other client of it.
+func (c *Client) insertBatches(ctx context.Context, queue string, jobs []*batondriver.JobInsert) ([]*JobRow, error) {
+	var rows []*JobRow
+	for len(jobs) > 0 {
+		n := min(len(jobs), maxInsertBatch)
+		res, err := c.driver.JobInsert(ctx, &batondriver.JobInsertParams{Queue: queue, Jobs: jobs[:n]})
+		if err != nil {
+			return nil, fmt.Errorf("baton: insert into %q: %w", queue, err)
+		}
+		rows = append(rows, res.Jobs...)
+		jobs = jobs[n:]
+	}
+	return rows, nil
+}
 
 // prepare validates one job and resolves its options.
 func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriver.JobInsert, error) {

@@ -521,3 +521,36 @@ func TestPauseAndResumeQueue(t *testing.T) {
 }
 
 func batonmemDriver() batondriver.JobDriver { return batonmem.New() }
+
+// Concurrent single inserts are grouped, and every caller gets its own job.
+func TestConcurrentInsertsEachGetTheirJob(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), nil)
+		ctx := context.Background()
+		const n = 200
+		var wg sync.WaitGroup
+		ids := make([]string, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := c.Insert(ctx, emailArgs{To: fmt.Sprint(i)}, nil)
+				require.NoError(t, err)
+				require.JSONEq(t, fmt.Sprintf(`{"to":"%d"}`, i), string(res.Job.Args), "caller %d got another's job", i)
+				ids[i] = res.Job.ID
+			}()
+		}
+		wg.Wait()
+		seen := map[string]bool{}
+		for _, id := range ids {
+			require.False(t, seen[id], "duplicate ID %s", id)
+			seen[id] = true
+			row, err := c.JobGet(ctx, "default", id)
+			require.NoError(t, err)
+			require.Equal(t, baton.JobStateAvailable, row.State)
+		}
+		stats, err := c.QueueStats(ctx, "default")
+		require.NoError(t, err)
+		require.Equal(t, n, stats.Counts[baton.JobStateAvailable])
+	})
+}

@@ -1,0 +1,134 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// Single inserts are group-committed per queue. Up to maxInflight insert
+// calls to a queue go out at once (the client pipelines them); beyond that,
+// concurrent single inserts collect in the next group, and when a call
+// returns, the first of that group sends the whole group as one backend
+// call. An insert with few others around goes out at once, so grouping
+// costs no latency; under load, the backend runs one script per group
+// instead of one per job (a script's fixed cost is most of a single
+// insert's).
+
+// groupSendTimeout bounds a group's backend call when its sender's context
+// has no deadline.
+const groupSendTimeout = 30 * time.Second
+
+// maxInflight is how many insert calls to one queue may be in flight before
+// single inserts are grouped.
+const maxInflight = 4
+
+// queueInserter serialises the groups of one queue.
+type queueInserter struct {
+	mu       sync.Mutex
+	inflight int          // calls in flight
+	next     *insertGroup // collecting while maxInflight calls are in flight
+}
+
+type insertGroup struct {
+	jobs    []*batondriver.JobInsert
+	turn    chan struct{} // closed when the group may be sent
+	sending bool          // turn closed (guarded by queueInserter.mu)
+	done    chan struct{} // closed when rows and err are set
+	rows    []*JobRow
+	err     error
+}
+
+func (c *Client) queueInserter(queue string) *queueInserter {
+	c.insertersMu.Lock()
+	defer c.insertersMu.Unlock()
+	if c.inserters == nil {
+		c.inserters = make(map[string]*queueInserter)
+	}
+	qi := c.inserters[queue]
+	if qi == nil {
+		qi = &queueInserter{}
+		c.inserters[queue] = qi
+	}
+	return qi
+}
+
+// insertGrouped inserts one job into queue, grouped with concurrent ones.
+// Every caller waits at most until its own context ends; the group's
+// backend call goes on for the others (and so may insert a caller's job
+// after its context ended, as any call in flight may).
+func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriver.JobInsert) (*JobRow, error) {
+	qi := c.queueInserter(queue)
+	qi.mu.Lock()
+	var g *insertGroup
+	i := 0
+	if qi.inflight < maxInflight {
+		qi.inflight++
+		g = &insertGroup{jobs: []*batondriver.JobInsert{job}, done: make(chan struct{})}
+		qi.mu.Unlock()
+		c.send(ctx, qi, queue, g)
+	} else {
+		g = qi.next
+		if g == nil {
+			g = &insertGroup{turn: make(chan struct{}), done: make(chan struct{})}
+			qi.next = g
+		}
+		i = len(g.jobs)
+		g.jobs = append(g.jobs, job)
+		qi.mu.Unlock()
+		if i == 0 { // the first of a group sends it when its turn comes
+			go func() {
+				<-g.turn
+				qi.mu.Lock()
+				qi.next = nil // later arrivals form the next group
+				qi.mu.Unlock()
+				c.sendGroup(ctx, qi, queue, g)
+			}()
+		}
+	}
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("baton: insert into %q: %w", queue, context.Cause(ctx))
+	}
+	if g.err != nil {
+		return nil, g.err
+	}
+	return g.rows[i], nil
+}
+
+// send sends a group, in the caller's goroutine if its context cannot end
+// (no goroutine for the common case), else in its own.
+func (c *Client) send(ctx context.Context, qi *queueInserter, queue string, g *insertGroup) {
+	if ctx.Done() == nil {
+		c.sendGroup(ctx, qi, queue, g)
+		return
+	}
+	go c.sendGroup(ctx, qi, queue, g)
+}
+
+// sendGroup inserts a group, then hands the queue to the next group or
+// marks it idle. Its backend call is not cancelled with the context of the
+// caller who happens to send it, only bounded by that caller's deadline or
+// groupSendTimeout.
+func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string, g *insertGroup) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(groupSendTimeout)
+	}
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	g.rows, g.err = c.insertBatches(sctx, queue, g.jobs)
+	cancel()
+	close(g.done)
+	qi.mu.Lock()
+	if g := qi.next; g != nil && !g.sending {
+		g.sending = true // the next group takes this call's place in flight
+		close(g.turn)
+	} else {
+		qi.inflight--
+	}
+	qi.mu.Unlock()
+}
