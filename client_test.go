@@ -554,3 +554,34 @@ func TestConcurrentInsertsEachGetTheirJob(t *testing.T) {
 		require.Equal(t, n, stats.Counts[baton.JobStateAvailable])
 	})
 }
+
+// failingFinishDriver cannot record outcomes, as during an outage.
+type failingFinishDriver struct{ batondriver.JobDriver }
+
+func (failingFinishDriver) JobFinish(context.Context, *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	return nil, errors.New("connection refused")
+}
+
+// Stop does not hang when outcomes cannot be recorded: it gives up when its
+// context ends (the jobs run again when their leases expire).
+func TestStopGivesUpOnUnrecordableOutcomes(t *testing.T) {
+	t.Parallel()
+	ran := make(chan struct{}, 10)
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+		ran <- struct{}{}
+		return nil
+	}), nil)
+	c, err := baton.NewClient(failingFinishDriver{batonmem.New()}, &baton.Config{Workers: w, Logger: quiet})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	_, err = c.Insert(ctx, emailArgs{}, nil)
+	require.NoError(t, err)
+	<-ran
+	stopCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	require.ErrorIs(t, c.Stop(stopCtx), context.DeadlineExceeded)
+	require.Less(t, time.Since(began), 2*time.Second)
+}

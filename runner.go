@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/batondriver"
@@ -36,7 +37,9 @@ type runner struct {
 	finished  chan struct{} // closed when the completer has drained
 	hbStop    chan struct{}
 	hbDone    chan struct{}
-	stopFinal context.Context // Stop's context, for the last flush
+	abandon   chan struct{} // closed when Stop's context ends: stop retrying outcomes
+	abandonMu sync.Once
+	abandoned atomic.Bool // some outcomes were given up
 }
 
 type execKey struct{ queue, id string }
@@ -80,6 +83,7 @@ func (c *Client) Start(ctx context.Context) error {
 		finished: make(chan struct{}),
 		hbStop:   make(chan struct{}),
 		hbDone:   make(chan struct{}),
+		abandon:  make(chan struct{}),
 	}
 	c.runner = r
 	r.loops.Add(1 + len(c.cfg.Queues) + len(c.cfg.PeriodicJobs))
@@ -109,7 +113,8 @@ func (c *Client) Stop(ctx context.Context) error {
 	if r == nil {
 		return errors.New("baton: Stop: not started")
 	}
-	r.stopFinal = ctx
+	stopAbandon := context.AfterFunc(ctx, func() { r.abandonMu.Do(func() { close(r.abandon) }) })
+	defer stopAbandon()
 	r.cancelFetch()
 	r.loops.Wait()
 
@@ -131,6 +136,9 @@ func (c *Client) Stop(ctx context.Context) error {
 	<-r.finished
 	close(r.hbStop)
 	<-r.hbDone
+	if err == nil && r.abandoned.Load() {
+		err = fmt.Errorf("baton: Stop: job outcomes not recorded: %w", context.Cause(ctx))
+	}
 	return err
 }
 
@@ -472,13 +480,10 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish) {
 			return
 		}
 		r.log.Warn("baton: recording job outcomes failed; retrying", "queue", queue, "jobs", len(fs), "err", err)
-		var stopped <-chan struct{}
-		if r.stopFinal != nil {
-			stopped = r.stopFinal.Done()
-		}
 		select {
 		case <-time.After(backoff):
-		case <-stopped:
+		case <-r.abandon:
+			r.abandoned.Store(true)
 			r.log.Error("baton: stopped before job outcomes could be recorded; the jobs run again when their leases expire", "queue", queue, "jobs", len(fs))
 			return
 		}
