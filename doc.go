@@ -28,6 +28,8 @@
 //     per job, not all of them); scheduled jobs start when due.
 //   - Stop waits for running jobs, then returns those it had to cut off to
 //     their queue without counting the attempt.
+//   - Recurring schedules (Config.PeriodicJobs, with Cron or Every) insert
+//     each tick once, however many processes run them.
 //
 // Per-key concurrency limits for jobs are being built on this. Package
 // batonlock has Baton's fair, fenced, heartbeat-kept locks and semaphores,
