@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonhq/baton/bench/internal/cmdcount"
+	"github.com/batonhq/baton/bench/internal/loadgen"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -39,12 +41,12 @@ type asynqSide struct {
 // default. Its logs below error level are dropped.
 func newAsynqSide(addr, queue string, concurrency int, taskCheck time.Duration) *asynqSide {
 	a := &asynqSide{queue: queue}
-	a.cc = newGoRedis(addr, asynqDB, &a.sent)
+	a.cc = cmdcount.NewGoRedis(addr, asynqDB, &a.sent)
 	a.c = asynq.NewClientFromRedisClient(a.cc)
-	a.ic = newGoRedis(addr, asynqDB, nil)
+	a.ic = cmdcount.NewGoRedis(addr, asynqDB, nil)
 	a.insp = asynq.NewInspectorFromRedisClient(a.ic)
 	if concurrency > 0 {
-		a.sc = newGoRedis(addr, asynqDB, &a.sent)
+		a.sc = cmdcount.NewGoRedis(addr, asynqDB, &a.sent)
 		a.srv = asynq.NewServerFromRedisClient(a.sc, asynq.Config{
 			Concurrency:       concurrency,
 			Queues:            map[string]int{queue: 1},
@@ -93,7 +95,7 @@ func (a *asynqSide) backlog(ctx context.Context, n int) error {
 	const g = 16
 	var (
 		wg    sync.WaitGroup
-		first firstError
+		first loadgen.FirstError
 		next  atomic.Int64
 	)
 	for range g {
@@ -104,15 +106,15 @@ func (a *asynqSide) backlog(ctx context.Context, n int) error {
 					return
 				}
 				if err := a.enqueue(ctx, i); err != nil {
-					first.set(err)
+					first.Set(err)
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if first.err != nil {
-		return first.err
+	if first.Err != nil {
+		return first.Err
 	}
 	info, err := a.insp.GetQueueInfo(a.queue)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
 	"github.com/batonhq/baton/batondriver/batonredis"
+	"github.com/batonhq/baton/bench/internal/cmdcount"
 )
 
 // benchArgs is the job of every Baton cell: a no-op that carries its
@@ -39,7 +40,7 @@ type batonSide struct {
 // discarded.
 func newBatonSide(addr, prefix string, cfg *baton.Config, work baton.WorkFunc[benchArgs]) (*batonSide, error) {
 	b := &batonSide{prefix: prefix}
-	rc, err := newRueidis(addr, &b.sent)
+	rc, err := cmdcount.NewRueidis(addr, &b.sent)
 	if err != nil {
 		return nil, err
 	}

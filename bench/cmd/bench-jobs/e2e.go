@@ -10,6 +10,8 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/bench/internal/redisstat"
+	"github.com/batonhq/baton/bench/internal/table"
 )
 
 // e2eWorkers are the worker pool sizes of part 2.
@@ -33,7 +35,7 @@ type e2eCell struct {
 	jobs    int64
 	elapsed time.Duration // Start to the last outcome recorded
 	handled time.Duration // Start to the last handler called
-	redis   redisSnap
+	redis   redisstat.Snap
 	cpu     time.Duration
 	drv     driverCounts // Baton only
 }
@@ -45,10 +47,10 @@ func (c *e2eCell) add(o e2eCell) {
 	c.elapsed += o.elapsed
 	c.handled += o.handled
 	c.cpu += o.cpu
-	if c.redis.cmds == nil {
-		c.redis.cmds = map[string]cmdStat{}
+	if c.redis.Cmds == nil {
+		c.redis.Cmds = map[string]redisstat.CmdStat{}
 	}
-	c.redis.add(o.redis)
+	c.redis.Add(o.redis)
 	c.drv.add(o.drv)
 }
 
@@ -91,10 +93,10 @@ func runE2E(ctx context.Context, e *env) error {
 		}
 	}
 
-	t := &table{
-		title: fmt.Sprintf("2. End to end: a backlog of %d no-op jobs worked off by a pool of N workers (median of %d rounds, rows interleaved)",
+	t := &table.Table{
+		Title: fmt.Sprintf("2. End to end: a backlog of %d no-op jobs worked off by a pool of N workers (median of %d rounds, rows interleaved)",
 			p.e2eJobs, p.e2eRounds),
-		header: []string{"implementation", "workers", "jobs/s", "rounds", "handlers done", "cmds/job", "server calls/job",
+		Header: []string{"implementation", "workers", "jobs/s", "rounds", "handlers done", "cmds/job", "server calls/job",
 			"Redis CPU µs/job", "Redis CPU", "bench CPU µs/job", "bench CPU"},
 	}
 	var breakdown []string
@@ -102,33 +104,33 @@ func runE2E(ctx context.Context, e *env) error {
 		for _, r := range rows {
 			s := sums[r.name][n]
 			jobs, secs := float64(s.jobs), s.elapsed.Seconds()
-			checkCounters(&s.redis)
-			t.add(r.name, fmt.Sprint(n), fmtRate(median(rates[r.name][n])), fmtRange(rates[r.name][n]),
-				fmtRate(jobs/s.handled.Seconds()),
-				fmtF(float64(s.redis.client)/jobs, 2),
-				fmtF(float64(s.redis.total)/jobs, 1),
-				fmtF(s.redis.cpu*1e6/jobs, 1),
-				fmt.Sprintf("%.0f%%", 100*s.redis.cpu/secs),
-				fmtF(s.cpu.Seconds()*1e6/jobs, 1),
+			redisstat.CheckCounters(&s.redis)
+			t.Add(r.name, fmt.Sprint(n), table.Rate(median(rates[r.name][n])), table.Range(rates[r.name][n]),
+				table.Rate(jobs/s.handled.Seconds()),
+				table.Float(float64(s.redis.Client)/jobs, 2),
+				table.Float(float64(s.redis.Total)/jobs, 1),
+				table.Float(s.redis.CPU*1e6/jobs, 1),
+				fmt.Sprintf("%.0f%%", 100*s.redis.CPU/secs),
+				table.Float(s.cpu.Seconds()*1e6/jobs, 1),
 				fmt.Sprintf("%.0f%%", 100*s.cpu.Seconds()/secs))
 			if verbose {
-				breakdown = append(breakdown, fmt.Sprintf("%s, %d workers: %s", r.name, n, s.redis.describe(s.jobs)))
+				breakdown = append(breakdown, fmt.Sprintf("%s, %d workers: %s", r.name, n, s.redis.Describe(s.jobs)))
 			}
 		}
 	}
-	t.note("jobs/s: the backlog over the time from starting the pool to the last outcome recorded in Redis.")
-	t.note("handlers done: the backlog over the time from starting the pool to the last handler called.")
-	t.note("Baton: defaults but Concurrency (LeaseTTL 30s, CompletedRetention 24h: completed jobs are kept;")
-	t.note("-1 deletes them at once). asynq: defaults but Concurrency (its Retention 0 deletes completed tasks).")
-	t.note("cmds/job: commands the clients sent per job, counted client-side; server calls/job: INFO stats")
-	t.note("total_commands_processed growth per job (client commands plus every redis.call inside scripts).")
-	t.note("Redis CPU / bench CPU: the server's / this process's CPU in the windows (100%% = one core).")
-	t.note("Not counted: inserting the backlog, stopping the pool.")
-	t.print(os.Stdout)
+	t.Note("jobs/s: the backlog over the time from starting the pool to the last outcome recorded in Redis.")
+	t.Note("handlers done: the backlog over the time from starting the pool to the last handler called.")
+	t.Note("Baton: defaults but Concurrency (LeaseTTL 30s, CompletedRetention 24h: completed jobs are kept;")
+	t.Note("-1 deletes them at once). asynq: defaults but Concurrency (its Retention 0 deletes completed tasks).")
+	t.Note("cmds/job: commands the clients sent per job, counted client-side; server calls/job: INFO stats")
+	t.Note("total_commands_processed growth per job (client commands plus every redis.call inside scripts).")
+	t.Note("Redis CPU / bench CPU: the server's / this process's CPU in the windows (100%% = one core).")
+	t.Note("Not counted: inserting the backlog, stopping the pool.")
+	t.Print(os.Stdout)
 
-	d := &table{
-		title: "2b. Baton's round trips in part 2 (all rounds), counted by a wrapper around the driver",
-		header: []string{"implementation", "workers", "fetches/job", "jobs/fetch", "asked/fetch", "empty fetches",
+	d := &table.Table{
+		Title: "2b. Baton's round trips in part 2 (all rounds), counted by a wrapper around the driver",
+		Header: []string{"implementation", "workers", "fetches/job", "jobs/fetch", "asked/fetch", "empty fetches",
 			"fetch RTT", "finishes/job", "jobs/finish", "finish RTT", "waits"},
 	}
 	for _, n := range e2eWorkers {
@@ -138,18 +140,18 @@ func runE2E(ctx context.Context, e *env) error {
 			}
 			c := sums[r.name][n].drv
 			jobs := float64(sums[r.name][n].jobs)
-			d.add(r.name, fmt.Sprint(n),
-				fmtF(float64(c.fetches)/jobs, 3), fmtF(float64(c.fetched)/float64(c.fetches), 1),
-				fmtF(float64(c.fetchAsked)/float64(c.fetches), 1), fmt.Sprint(c.fetchEmpty),
-				fmtDur(c.fetchTime/time.Duration(max(c.fetches, 1))),
-				fmtF(float64(c.finishes)/jobs, 3), fmtF(float64(c.finished)/float64(c.finishes), 1),
-				fmtDur(c.finishTime/time.Duration(max(c.finishes, 1))), fmt.Sprint(c.waits))
+			d.Add(r.name, fmt.Sprint(n),
+				table.Float(float64(c.fetches)/jobs, 3), table.Float(float64(c.fetched)/float64(c.fetches), 1),
+				table.Float(float64(c.fetchAsked)/float64(c.fetches), 1), fmt.Sprint(c.fetchEmpty),
+				table.Dur(c.fetchTime/time.Duration(max(c.fetches, 1))),
+				table.Float(float64(c.finishes)/jobs, 3), table.Float(float64(c.finished)/float64(c.finishes), 1),
+				table.Dur(c.finishTime/time.Duration(max(c.finishes, 1))), fmt.Sprint(c.waits))
 		}
 	}
-	d.note("jobs/fetch: jobs a JobFetch returned, mean; asked/fetch: its Max (free workers, at most 100), mean.")
-	d.note("RTT: mean time a JobFetch / JobFinish call took, as the client saw it. waits: JobWait calls (BLPOP).")
-	d.print(os.Stdout)
-	printBreakdown("2. per cell (-v): server command calls per job x µs per call", breakdown)
+	d.Note("jobs/fetch: jobs a JobFetch returned, mean; asked/fetch: its Max (free workers, at most 100), mean.")
+	d.Note("RTT: mean time a JobFetch / JobFinish call took, as the client saw it. waits: JobWait calls (BLPOP).")
+	d.Print(os.Stdout)
+	table.PrintBreakdown(os.Stdout, "2. per cell (-v): server command calls per job x µs per call", breakdown)
 
 	if only == nil {
 		b64, a64 := median(rates["baton"][64]), median(rates["asynq"][64])
@@ -172,7 +174,7 @@ func e2eBaton(ctx context.Context, e *env, workers int, retention time.Duration,
 		return e2eCell{}, err
 	}
 	defer b.close()
-	defer func() { _, _ = deleteKeys(context.Background(), e.addr, 0, b.keys()) }()
+	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()) }()
 	if err := b.backlog(ctx, jobs); err != nil {
 		return e2eCell{}, err
 	}
@@ -251,7 +253,7 @@ func e2eAsynq(ctx context.Context, e *env, workers int, queue string) (e2eCell, 
 	jobs := e.p.e2eJobs
 	a := newAsynqSide(e.addr, queue, workers, 0)
 	defer a.close()
-	defer func() { _, _ = deleteKeys(context.Background(), e.addr, asynqDB, a.keys()) }()
+	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, asynqDB, a.keys()) }()
 	if err := a.backlog(ctx, jobs); err != nil {
 		return e2eCell{}, err
 	}

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/bench/internal/loadgen"
+	"github.com/batonhq/baton/bench/internal/redisstat"
+	"github.com/batonhq/baton/bench/internal/table"
 )
 
 // insertGoroutines are the columns of the insert table.
@@ -39,7 +42,7 @@ type insertCell struct {
 	window time.Duration
 	errs   int64
 	first  error
-	redis  redisSnap
+	redis  redisstat.Snap
 	cpu    time.Duration
 }
 
@@ -53,10 +56,10 @@ func (c *insertCell) add(o insertCell) {
 	if c.first == nil {
 		c.first = o.first
 	}
-	if c.redis.cmds == nil {
-		c.redis.cmds = map[string]cmdStat{}
+	if c.redis.Cmds == nil {
+		c.redis.Cmds = map[string]redisstat.CmdStat{}
 	}
-	c.redis.add(o.redis)
+	c.redis.Add(o.redis)
 }
 
 // runInsert is part 1. The rows take turns round by round, so a slow spell
@@ -90,10 +93,10 @@ func runInsert(ctx context.Context, e *env) error {
 		}
 	}
 
-	t := &table{
-		title: fmt.Sprintf("1. Inserts/s of available no-op jobs (median of %d rounds of %v, rows interleaved)",
+	t := &table.Table{
+		Title: fmt.Sprintf("1. Inserts/s of available no-op jobs (median of %d rounds of %v, rows interleaved)",
 			p.insRounds, p.insWindow),
-		header: []string{"implementation", "1 g", "16 g", "rounds at 1 g", "rounds at 16 g",
+		Header: []string{"implementation", "1 g", "16 g", "rounds at 1 g", "rounds at 16 g",
 			"cmds/job", "server calls/job", "Redis CPU µs/job", "Redis CPU", "bench CPU µs/job", "bench CPU", "errors"},
 	}
 	var breakdown []string
@@ -101,44 +104,44 @@ func runInsert(ctx context.Context, e *env) error {
 		cells := []string{r.name}
 		var errs int64
 		for _, n := range insertGoroutines {
-			cells = append(cells, fmtRate(median(rates[r.name][n])))
+			cells = append(cells, table.Rate(median(rates[r.name][n])))
 			s := sums[r.name][n]
 			errs += s.errs
 			if s.first != nil {
-				t.note("%s, %d goroutines: first error: %v", r.name, n, s.first)
+				t.Note("%s, %d goroutines: first error: %v", r.name, n, s.first)
 			}
 			if verbose {
-				breakdown = append(breakdown, fmt.Sprintf("%s, %d g: %s", r.name, n, s.redis.describe(s.jobs)))
+				breakdown = append(breakdown, fmt.Sprintf("%s, %d g: %s", r.name, n, s.redis.Describe(s.jobs)))
 			}
 		}
 		s := sums[r.name][16]
 		jobs, secs := float64(s.jobs), s.window.Seconds()
-		checkCounters(&s.redis)
-		cells = append(cells, fmtRange(rates[r.name][1]), fmtRange(rates[r.name][16]),
-			fmtF(float64(s.redis.client)/jobs, 3),
-			fmtF(float64(s.redis.total)/jobs, 2),
-			fmtF(s.redis.cpu*1e6/jobs, 2),
-			fmt.Sprintf("%.0f%%", 100*s.redis.cpu/secs),
-			fmtF(s.cpu.Seconds()*1e6/jobs, 2),
+		redisstat.CheckCounters(&s.redis)
+		cells = append(cells, table.Range(rates[r.name][1]), table.Range(rates[r.name][16]),
+			table.Float(float64(s.redis.Client)/jobs, 3),
+			table.Float(float64(s.redis.Total)/jobs, 2),
+			table.Float(s.redis.CPU*1e6/jobs, 2),
+			fmt.Sprintf("%.0f%%", 100*s.redis.CPU/secs),
+			table.Float(s.cpu.Seconds()*1e6/jobs, 2),
 			fmt.Sprintf("%.0f%%", 100*s.cpu.Seconds()/secs),
 			fmt.Sprint(errs))
-		t.add(cells...)
+		t.Add(cells...)
 	}
-	t.add("asynq (batch)", "-", "-", "", "", "", "", "", "", "", "", "")
-	t.note("g: goroutines, each inserting one call after the other. Baton's Insert is InsertMany of one job.")
-	t.note("asynq (batch): asynq %s has no batch enqueue (its Client has Enqueue and EnqueueContext only).", moduleVersion("github.com/hibiken/asynq"))
-	t.note("cmds/job:         commands the clients sent per job, counted client-side; Baton's insert is one")
-	t.note("                  EVALSHA pipelined with an SADD of the queue's name. At 16 goroutines.")
-	t.note("server calls/job: INFO stats total_commands_processed growth per job: client commands PLUS every")
-	t.note("                  redis.call inside scripts (Redis 7.0 counts both). At 16 goroutines.")
-	t.note("Redis CPU:        server used_cpu_user+used_cpu_sys in the 16-goroutine windows (100%% = one core).")
-	t.note("bench CPU:        CPU time of this process (the inserting clients) in the same windows.")
+	t.Add("asynq (batch)", "-", "-", "", "", "", "", "", "", "", "", "")
+	t.Note("g: goroutines, each inserting one call after the other. Baton's Insert is InsertMany of one job.")
+	t.Note("asynq (batch): asynq %s has no batch enqueue (its Client has Enqueue and EnqueueContext only).", moduleVersion("github.com/hibiken/asynq"))
+	t.Note("cmds/job:         commands the clients sent per job, counted client-side; Baton's insert is one")
+	t.Note("                  EVALSHA pipelined with an SADD of the queue's name. At 16 goroutines.")
+	t.Note("server calls/job: INFO stats total_commands_processed growth per job: client commands PLUS every")
+	t.Note("                  redis.call inside scripts (Redis 7.0 counts both). At 16 goroutines.")
+	t.Note("Redis CPU:        server used_cpu_user+used_cpu_sys in the 16-goroutine windows (100%% = one core).")
+	t.Note("bench CPU:        CPU time of this process (the inserting clients) in the same windows.")
 
-	t.print(os.Stdout)
+	t.Print(os.Stdout)
 	if only == nil {
 		insertGoals(e.goals, func(name string, n int) float64 { return median(rates[name][n]) })
 	}
-	printBreakdown("1. per cell (-v): server command calls per job x µs per call", breakdown)
+	table.PrintBreakdown(os.Stdout, "1. per cell (-v): server command calls per job x µs per call", breakdown)
 	return nil
 }
 
@@ -186,7 +189,10 @@ func insertRound(ctx context.Context, e *env, r insertRow, n int, prefix, queue 
 		defer a.close()
 		op = func(ctx context.Context, g, i int) error { return a.enqueue(ctx, g<<22|i) }
 		sent = &a.sent
-		cleanup = func() error { _, err := deleteKeys(context.Background(), e.addr, asynqDB, a.keys()); return err }
+		cleanup = func() error {
+			_, err := redisstat.DeleteKeys(context.Background(), e.addr, asynqDB, a.keys())
+			return err
+		}
 	} else {
 		b, err := newBatonSide(e.addr, prefix, nil, nil)
 		if err != nil {
@@ -212,14 +218,14 @@ func insertRound(ctx context.Context, e *env, r insertRow, n int, prefix, queue 
 			}
 		}
 		sent = &b.sent
-		cleanup = func() error { _, err := deleteKeys(context.Background(), e.addr, 0, b.keys()); return err }
+		cleanup = func() error { _, err := redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()); return err }
 	}
 
 	var (
 		stop   atomic.Bool
-		counts = make([]counter, n)
+		counts = make([]loadgen.Counter, n)
 		errs   atomic.Int64
-		first  firstError
+		first  loadgen.FirstError
 		wg     sync.WaitGroup
 	)
 	for g := range n {
@@ -227,7 +233,7 @@ func insertRound(ctx context.Context, e *env, r insertRow, n int, prefix, queue 
 			for i := 0; i < maxInsertCalls && !stop.Load() && ctx.Err() == nil; i++ {
 				if err := op(ctx, g, i); err != nil {
 					errs.Add(1)
-					first.set(err)
+					first.Set(err)
 					continue
 				}
 				counts[g].Add(int64(r.batch))
@@ -249,33 +255,13 @@ func insertRound(ctx context.Context, e *env, r insertRow, n int, prefix, queue 
 	after, t1 := sum(), time.Now()
 	err = errors.Join(err, w.end(ctx))
 	stop.Store(true)
-	if !waitGroup(&wg, p.stopGrace) {
+	if !loadgen.WaitGroup(&wg, p.stopGrace) {
 		cancel()
 		err = errors.Join(err, fmt.Errorf("%d goroutines did not stop within %v", n, p.stopGrace))
 	}
 	err = errors.Join(err, cleanup())
 	return insertCell{
-		jobs: after - before, window: t1.Sub(t0), errs: errs.Load(), first: first.err,
+		jobs: after - before, window: t1.Sub(t0), errs: errs.Load(), first: first.Err,
 		redis: w.delta, cpu: w.cpu,
 	}, err
-}
-
-// printBreakdown prints the per-cell details gathered under -v.
-func printBreakdown(title string, lines []string) {
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Println(title)
-	for _, l := range lines {
-		fmt.Println("  " + l)
-	}
-	fmt.Println()
-}
-
-// checkCounters warns on stderr when the two server-side counts of calls
-// disagree by more than 1%, which would make the table's column ambiguous.
-func checkCounters(r *redisSnap) {
-	if d := r.total - r.calls; d*100 > r.total || -d*100 > r.total {
-		fmt.Fprintf(os.Stderr, "warning: total_commands_processed %d and commandstats calls %d disagree\n", r.total, r.calls)
-	}
 }

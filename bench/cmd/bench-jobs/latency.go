@@ -13,6 +13,9 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/bench/internal/loadgen"
+	"github.com/batonhq/baton/bench/internal/redisstat"
+	"github.com/batonhq/baton/bench/internal/table"
 )
 
 // latWorkers is the worker pool size of the latency cells.
@@ -42,9 +45,9 @@ var latRows = []latRow{
 // latCell is the result of one latency cell.
 type latCell struct {
 	lat, call []time.Duration // insert-to-start, and the insert call itself
-	idle      redisSnap       // the counters' growth while the workers idled
+	idle      redisstat.Snap  // the counters' growth while the workers idled
 	idleFor   time.Duration
-	redis     redisSnap // during the inserts
+	redis     redisstat.Snap // during the inserts
 	window    time.Duration
 }
 
@@ -61,10 +64,10 @@ func runLatency(ctx context.Context, e *env) error {
 	p := e.p
 	fmt.Fprintf(os.Stderr, "part 3: insert-to-start latency (%d inserts per row, %v-%v apart, %d idle workers)\n",
 		p.latInserts, latGapMin, latGapMax, latWorkers)
-	t := &table{
-		title: fmt.Sprintf("3. Insert-to-start latency with %d idle workers: %d single inserts, %v-%v apart",
+	t := &table.Table{
+		Title: fmt.Sprintf("3. Insert-to-start latency with %d idle workers: %d single inserts, %v-%v apart",
 			latWorkers, p.latInserts, latGapMin, latGapMax),
-		header: []string{"implementation", "p50", "p90", "p99", "max", "insert call p50",
+		Header: []string{"implementation", "p50", "p90", "p99", "max", "insert call p50",
 			"idle: server calls/s", "idle: Redis CPU", "Redis CPU µs/job"},
 	}
 	baton50 := time.Duration(-1) // not run
@@ -75,25 +78,25 @@ func runLatency(ctx context.Context, e *env) error {
 			return fmt.Errorf("%s: %w", r.name, err)
 		}
 		idleS := c.idleFor.Seconds()
-		t.add(r.name, fmtDur(percentile(c.lat, 0.5)), fmtDur(percentile(c.lat, 0.9)), fmtDur(percentile(c.lat, 0.99)),
-			fmtDur(percentile(c.lat, 1)), fmtDur(percentile(c.call, 0.5)),
-			fmtRate(float64(c.idle.total)/idleS), fmt.Sprintf("%.1f%%", 100*c.idle.cpu/idleS),
-			fmtF(c.redis.cpu*1e6/float64(len(c.lat)), 1))
+		t.Add(r.name, table.Dur(loadgen.Percentile(c.lat, 0.5)), table.Dur(loadgen.Percentile(c.lat, 0.9)), table.Dur(loadgen.Percentile(c.lat, 0.99)),
+			table.Dur(loadgen.Percentile(c.lat, 1)), table.Dur(loadgen.Percentile(c.call, 0.5)),
+			table.Rate(float64(c.idle.Total)/idleS), fmt.Sprintf("%.1f%%", 100*c.idle.CPU/idleS),
+			table.Float(c.redis.CPU*1e6/float64(len(c.lat)), 1))
 		if r.name == "baton" {
-			baton50 = percentile(c.lat, 0.5)
+			baton50 = loadgen.Percentile(c.lat, 0.5)
 		}
 	}
-	t.note("latency: from just before the insert call to the start of the handler, in this process.")
-	t.note("insert call: the insert call alone. idle: the last %v of the %v the workers idled before the first insert,",
+	t.Note("latency: from just before the insert call to the start of the handler, in this process.")
+	t.Note("insert call: the insert call alone. idle: the last %v of the %v the workers idled before the first insert,",
 		p.latIdle*3/4, p.latIdle)
-	t.note("server calls per second (INFO stats total_commands_processed) and Redis CPU (100%% = one core).")
-	t.note("Redis CPU µs/job: server CPU during the inserts, per job, idle polling included.")
-	t.note("asynq polls: a processor that finds its queues empty sleeps TaskCheckInterval/2 plus up to")
-	t.note("TaskCheckInterval at random (default 1s) before it asks again; the second asynq row sets 1ms,")
-	t.note("which its documentation warns \"may add significant load to redis\".")
-	t.print(os.Stdout)
+	t.Note("server calls per second (INFO stats total_commands_processed) and Redis CPU (100%% = one core).")
+	t.Note("Redis CPU µs/job: server CPU during the inserts, per job, idle polling included.")
+	t.Note("asynq polls: a processor that finds its queues empty sleeps TaskCheckInterval/2 plus up to")
+	t.Note("TaskCheckInterval at random (default 1s) before it asks again; the second asynq row sets 1ms,")
+	t.Note("which its documentation warns \"may add significant load to redis\".")
+	t.Print(os.Stdout)
 	if baton50 >= 0 {
-		e.goals.add(baton50 <= 2*time.Millisecond, "insert-to-start p50 with idle workers <= 2ms: %s", fmtDur(baton50))
+		e.goals.add(baton50 <= 2*time.Millisecond, "insert-to-start p50 with idle workers <= 2ms: %s", table.Dur(baton50))
 	}
 	return nil
 }
@@ -118,7 +121,7 @@ func latencyCell(ctx context.Context, e *env, r latRow, prefix, queue string) (l
 	if r.asynq {
 		a := newAsynqSide(e.addr, queue, latWorkers, r.taskCheck)
 		defer a.close()
-		defer func() { _, _ = deleteKeys(context.Background(), e.addr, asynqDB, a.keys()) }()
+		defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, asynqDB, a.keys()) }()
 		err := a.srv.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			var args benchArgs
 			if err := json.Unmarshal(t.Payload(), &args); err != nil {
@@ -141,7 +144,7 @@ func latencyCell(ctx context.Context, e *env, r latRow, prefix, queue string) (l
 			return latCell{}, err
 		}
 		defer b.close()
-		defer func() { _, _ = deleteKeys(context.Background(), e.addr, 0, b.keys()) }()
+		defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()) }()
 		if err := b.client.Start(ctx); err != nil {
 			return latCell{}, err
 		}

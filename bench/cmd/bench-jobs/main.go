@@ -26,14 +26,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
-	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
-	"strings"
 	"time"
 
+	"github.com/batonhq/baton/bench/internal/machine"
+	"github.com/batonhq/baton/bench/internal/redisstat"
+	"github.com/batonhq/baton/bench/internal/runflags"
+	"github.com/batonhq/baton/bench/internal/table"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -67,7 +67,7 @@ var verbose bool
 var only *regexp.Regexp
 
 // selected reports whether -only lets the row name run.
-func selected(name string) bool { return only == nil || only.MatchString(name) }
+func selected(name string) bool { return runflags.Selected(only, name) }
 
 func main() {
 	quick := flag.Bool("quick", false, "small sizes for a smoke run (under a minute)")
@@ -76,14 +76,7 @@ func main() {
 	flag.BoolVar(&verbose, "v", false, "also print each cell's server commands per job and their cost")
 	onlyRe := flag.String("only", "", "run only the rows of parts 1-3 whose name matches `regexp` (for diagnosis)")
 	flag.Parse()
-	if *onlyRe != "" {
-		re, err := regexp.Compile(*onlyRe)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-jobs: -only:", err)
-			os.Exit(2)
-		}
-		only = re
-	}
+	only = runflags.Only("bench-jobs", *onlyRe)
 	if err := run(*quick, *parts, *cpuprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-jobs:", err)
 		os.Exit(1)
@@ -95,22 +88,13 @@ func run(quick bool, parts, cpuprofile string) error {
 	if quick {
 		p = quickPlan
 	}
-	want := map[string]bool{}
-	for _, s := range strings.Split(parts, ",") {
-		want[strings.TrimSpace(s)] = true
-	}
+	want := runflags.Parts(parts)
 
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := runflags.StartCPUProfile(cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 
 	srv, err := redistest.Start(nil)
 	if err != nil {
@@ -119,17 +103,14 @@ func run(quick bool, parts, cpuprofile string) error {
 	defer srv.Close()
 
 	ctx := context.Background()
-	stats, err := newStatsReader(srv.Addr())
+	stats, err := redisstat.NewReader(srv.Addr())
 	if err != nil {
 		return err
 	}
 	defer stats.Close()
 
 	started := time.Now()
-	fmt.Println("bench-jobs")
-	fmt.Printf("  machine:      %d CPUs (GOMAXPROCS %d), %s/%s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
-	fmt.Printf("  go:           %s\n", runtime.Version())
-	fmt.Printf("  redis-server: %s (private, %s, started by internal/redistest)\n", redisVersion(ctx, stats), srv.Addr())
+	machine.PrintHeader(os.Stdout, "bench-jobs", redisstat.ServerVersion(ctx, stats), srv.Addr())
 	fmt.Printf("  peer:         github.com/hibiken/asynq %s\n", moduleVersion("github.com/hibiken/asynq"))
 	mode := "full"
 	if quick {
@@ -163,7 +144,7 @@ func run(quick bool, parts, cpuprofile string) error {
 type env struct {
 	p     plan
 	addr  string
-	stats *statsReader
+	stats *redisstat.Reader
 	goals *goals
 }
 
@@ -171,7 +152,7 @@ type env struct {
 type goals struct{ lines []string }
 
 func (g *goals) add(ok bool, format string, args ...any) {
-	g.lines = append(g.lines, fmt.Sprintf("goal: "+format+"  -> %s", append(args, verdict(ok))...))
+	g.lines = append(g.lines, fmt.Sprintf("goal: "+format+"  -> %s", append(args, table.Verdict(ok))...))
 }
 
 func (g *goals) print() {
@@ -184,19 +165,6 @@ func (g *goals) print() {
 		fmt.Println(l)
 	}
 	fmt.Println()
-}
-
-// redisVersion reports the server's version as INFO gives it, falling back
-// to the binary's --version line.
-func redisVersion(ctx context.Context, s *statsReader) string {
-	if v, err := s.version(ctx); err == nil && v != "" {
-		return v
-	}
-	out, err := exec.Command("redis-server", "--version").Output()
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // moduleVersion is the version of module path built into this binary.

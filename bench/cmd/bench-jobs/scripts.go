@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/bench/internal/cmdcount"
+	"github.com/batonhq/baton/bench/internal/loadgen"
+	"github.com/batonhq/baton/bench/internal/redisstat"
+	"github.com/batonhq/baton/bench/internal/table"
 )
 
 // runScripts is part 4, for diagnosis: the server cost of Baton's insert,
@@ -24,7 +28,7 @@ func runScripts(ctx context.Context, e *env) error {
 		return err
 	}
 	defer b.close()
-	defer func() { _, _ = deleteKeys(context.Background(), e.addr, 0, b.keys()) }()
+	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()) }()
 	drv := b.drv
 	args, _ := json.Marshal(benchArgs{I: 1})
 	inserts := func(n int) []*batondriver.JobInsert {
@@ -35,9 +39,9 @@ func runScripts(ctx context.Context, e *env) error {
 		return out
 	}
 
-	t := &table{
-		title: fmt.Sprintf("4. Baton's scripts alone, one call after the other (%d jobs per step)", jobs),
-		header: []string{"step", "calls", "jobs/call", "evalsha µs/call", "evalsha µs/job",
+	t := &table.Table{
+		Title: fmt.Sprintf("4. Baton's scripts alone, one call after the other (%d jobs per step)", jobs),
+		Header: []string{"step", "calls", "jobs/call", "evalsha µs/call", "evalsha µs/job",
 			"server calls/job", "Redis CPU µs/job", "RTT"},
 	}
 	// step runs call until it has handled n jobs (or made maxCalls calls)
@@ -61,11 +65,11 @@ func runScripts(ctx context.Context, e *env) error {
 		if err := w.end(ctx); err != nil {
 			return err
 		}
-		ev := w.delta.cmds["evalsha"]
+		ev := w.delta.Cmds["evalsha"]
 		fd := float64(done)
-		t.add(name, fmt.Sprint(calls), fmtF(fd/float64(calls), 1),
-			fmtF(float64(ev.usec)/float64(max(ev.calls, 1)), 1), fmtF(float64(ev.usec)/fd, 2),
-			fmtF(float64(w.delta.total)/fd, 1), fmtF(w.delta.cpu*1e6/fd, 1), fmtDur(rtt))
+		t.Add(name, fmt.Sprint(calls), table.Float(fd/float64(calls), 1),
+			table.Float(float64(ev.Usec)/float64(max(ev.Calls, 1)), 1), table.Float(float64(ev.Usec)/fd, 2),
+			table.Float(float64(w.delta.Total)/fd, 1), table.Float(w.delta.CPU*1e6/fd, 1), table.Dur(rtt))
 		return nil
 	}
 
@@ -139,11 +143,11 @@ func runScripts(ctx context.Context, e *env) error {
 			return err
 		}
 	}
-	t.note("evalsha µs: INFO commandstats usec of EVALSHA, the whole script including its redis.calls.")
-	t.note("server calls/job: INFO stats total_commands_processed growth per job (including in-script calls).")
-	t.note("RTT: mean time of one driver call as the client saw it. An insert also pipelines one SADD.")
-	t.note("Fetches here find no due scheduled job, no expired lease and no completed job past retention.")
-	t.print(os.Stdout)
+	t.Note("evalsha µs: INFO commandstats usec of EVALSHA, the whole script including its redis.calls.")
+	t.Note("server calls/job: INFO stats total_commands_processed growth per job (including in-script calls).")
+	t.Note("RTT: mean time of one driver call as the client saw it. An insert also pipelines one SADD.")
+	t.Note("Fetches here find no due scheduled job, no expired lease and no completed job past retention.")
+	t.Print(os.Stdout)
 	return roundTripFloor(ctx, e)
 }
 
@@ -154,18 +158,18 @@ func runScripts(ctx context.Context, e *env) error {
 // to the next.
 func roundTripFloor(ctx context.Context, e *env) error {
 	const floorRounds, floorPings = 7, 1000
-	t := &table{
-		title: fmt.Sprintf("4b. The floor of one goroutine: PINGs one after the other on each client (median of %d rounds of %d, clients interleaved)",
+	t := &table.Table{
+		Title: fmt.Sprintf("4b. The floor of one goroutine: PINGs one after the other on each client (median of %d rounds of %d, clients interleaved)",
 			floorRounds, floorPings),
-		header: []string{"client", "round trip", "rounds", "bench CPU µs/ping"},
+		Header: []string{"client", "round trip", "rounds", "bench CPU µs/ping"},
 	}
 	var n atomic.Int64
-	rc, err := newRueidis(e.addr, &n)
+	rc, err := cmdcount.NewRueidis(e.addr, &n)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	gr := newGoRedis(e.addr, 0, nil)
+	gr := cmdcount.NewGoRedis(e.addr, 0, nil)
 	defer gr.Close()
 	clients := []struct {
 		name string
@@ -178,7 +182,7 @@ func roundTripFloor(ctx context.Context, e *env) error {
 	cpus := make([][]float64, len(clients))
 	for round := range floorRounds + 1 {
 		for i, c := range clients {
-			cpu0, t0 := processCPU(), time.Now()
+			cpu0, t0 := loadgen.ProcessCPU(), time.Now()
 			for range floorPings {
 				if err := c.ping(); err != nil {
 					return err
@@ -188,13 +192,13 @@ func roundTripFloor(ctx context.Context, e *env) error {
 				continue // warm-up
 			}
 			rtts[i] = append(rtts[i], float64(time.Since(t0).Microseconds())/floorPings)
-			cpus[i] = append(cpus[i], (processCPU()-cpu0).Seconds()*1e6/floorPings)
+			cpus[i] = append(cpus[i], (loadgen.ProcessCPU()-cpu0).Seconds()*1e6/floorPings)
 		}
 	}
 	for i, c := range clients {
-		t.add(c.name, fmtF(median(rtts[i]), 1)+"µs", fmtF(slices.Min(rtts[i]), 0)+".."+fmtF(slices.Max(rtts[i]), 0)+"µs",
-			fmtF(median(cpus[i]), 1))
+		t.Add(c.name, table.Float(median(rtts[i]), 1)+"µs", table.Float(slices.Min(rtts[i]), 0)+".."+table.Float(slices.Max(rtts[i]), 0)+"µs",
+			table.Float(median(cpus[i]), 1))
 	}
-	t.print(os.Stdout)
+	t.Print(os.Stdout)
 	return nil
 }

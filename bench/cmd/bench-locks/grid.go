@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/batonhq/baton/bench/internal/redisstat"
 	"os"
 	"slices"
 	"sync/atomic"
@@ -39,7 +40,7 @@ func (c *gridCell) median() float64 {
 // each round runs every row once for p.pairCell, so a slow spell of the
 // machine (a 2-core VM shares its cores with Redis and with neighbours)
 // hits all rows alike, and the median of the rounds discards it.
-func runGrid(ctx context.Context, p plan, rows []gridRow, stats *statsReader) (map[string]map[int]*gridCell, error) {
+func runGrid(ctx context.Context, p plan, rows []gridRow, stats *redisstat.Reader) (map[string]map[int]*gridCell, error) {
 	out := map[string]map[int]*gridCell{}
 	for _, r := range rows {
 		out[r.name] = map[int]*gridCell{}

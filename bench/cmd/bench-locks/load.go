@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonhq/baton/bench/internal/loadgen"
+	"github.com/batonhq/baton/bench/internal/redisstat"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -18,69 +19,42 @@ const (
 	maxHandoffIters = 1 << 20 // per goroutine, contended
 )
 
-// counter is an atomic counter on a cache line of its own, so that
-// goroutines counting side by side do not slow each other down.
-type counter struct {
-	atomic.Int64
-	_ [56]byte
-}
-
-// firstError keeps the first error reported to it.
-type firstError struct {
-	once sync.Once
-	err  error
-}
-
-func (f *firstError) set(err error) { f.once.Do(func() { f.err = err }) }
-
 // window measures Redis counters across a measured window; with a nil
 // reader it measures nothing.
 type window struct {
-	stats      *statsReader
+	stats      *redisstat.Reader
 	sent       *atomic.Int64 // the measured clients' command counter
-	before     redisSnap
+	before     redisstat.Snap
 	sentBefore int64
-	delta      *redisSnap
+	delta      *redisstat.Snap
 	cpuBefore  time.Duration
 	cpu        time.Duration // this process's CPU time in the window
 }
 
 func (w *window) start(ctx context.Context) error {
-	w.cpuBefore = processCPU()
+	w.cpuBefore = loadgen.ProcessCPU()
 	if w.stats == nil {
 		return nil
 	}
-	s, err := w.stats.snap(ctx)
+	s, err := w.stats.Snap(ctx)
 	w.before, w.sentBefore = s, w.sent.Load()
 	return err
 }
 
 func (w *window) end(ctx context.Context) error {
-	w.cpu = processCPU() - w.cpuBefore
+	w.cpu = loadgen.ProcessCPU() - w.cpuBefore
 	if w.stats == nil {
 		return nil
 	}
 	sent := w.sent.Load()
-	s, err := w.stats.snap(ctx)
+	s, err := w.stats.Snap(ctx)
 	if err != nil {
 		return err
 	}
-	d := s.sub(w.before)
-	d.client = sent - w.sentBefore
+	d := s.Sub(w.before)
+	d.Client = sent - w.sentBefore
 	w.delta = &d
 	return nil
-}
-
-// waitGroup waits for wg, at most grace. It reports whether wg finished.
-func waitGroup(wg *sync.WaitGroup, grace time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(grace):
-		return false
-	}
 }
 
 // pairCell is the result of one uncontended cell.
@@ -90,8 +64,8 @@ type pairCell struct {
 	window     time.Duration
 	errs       int64 // failed pairs, whole run
 	firstErr   error
-	redis      *redisSnap    // counters' growth in the window; nil without Redis
-	cpu        time.Duration // this process's CPU time in the window
+	redis      *redisstat.Snap // counters' growth in the window; nil without Redis
+	cpu        time.Duration   // this process's CPU time in the window
 }
 
 func (c pairCell) rate() float64 { return float64(c.pairs) / c.window.Seconds() }
@@ -108,9 +82,9 @@ func (c *pairCell) add(o pairCell) {
 	}
 	if o.redis != nil {
 		if c.redis == nil {
-			c.redis = &redisSnap{cmds: map[string]cmdStat{}}
+			c.redis = &redisstat.Snap{Cmds: map[string]redisstat.CmdStat{}}
 		}
-		c.redis.add(*o.redis)
+		c.redis.Add(*o.redis)
 	}
 }
 
@@ -133,14 +107,14 @@ func tryPair(try lockFunc, prefix string) pairMaker {
 
 // runPairs runs n goroutines, each repeating its pair, for p.warm unmeasured
 // and then p.pairCell measured.
-func runPairs(ctx context.Context, p plan, n int, mk pairMaker, stats *statsReader, sent *atomic.Int64) (pairCell, error) {
+func runPairs(ctx context.Context, p plan, n int, mk pairMaker, stats *redisstat.Reader, sent *atomic.Int64) (pairCell, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.warm+p.pairCell+p.stopGrace)
 	defer cancel()
 	var (
 		stop   atomic.Bool
-		counts = make([]counter, n)
+		counts = make([]loadgen.Counter, n)
 		errs   atomic.Int64
-		first  firstError
+		first  loadgen.FirstError
 		wg     sync.WaitGroup
 	)
 	for i := range n {
@@ -149,7 +123,7 @@ func runPairs(ctx context.Context, p plan, n int, mk pairMaker, stats *statsRead
 			for it := 0; it < maxPairIters && !stop.Load() && ctx.Err() == nil; it++ {
 				if err := pair(ctx); err != nil {
 					errs.Add(1)
-					first.set(err)
+					first.Set(err)
 					continue
 				}
 				counts[i].Add(1)
@@ -171,13 +145,13 @@ func runPairs(ctx context.Context, p plan, n int, mk pairMaker, stats *statsRead
 	after, t1 := sum(), time.Now()
 	err = errors.Join(err, w.end(ctx))
 	stop.Store(true)
-	if !waitGroup(&wg, p.stopGrace) {
+	if !loadgen.WaitGroup(&wg, p.stopGrace) {
 		cancel()
 		err = errors.Join(err, fmt.Errorf("%d goroutines did not stop within %v", n, p.stopGrace))
 	}
 	return pairCell{
 		goroutines: n, pairs: after - before, window: t1.Sub(t0),
-		errs: errs.Load(), firstErr: first.err, redis: w.delta, cpu: w.cpu,
+		errs: errs.Load(), firstErr: first.Err, redis: w.delta, cpu: w.cpu,
 	}, err
 }
 
@@ -219,7 +193,7 @@ type handoffCell struct {
 	pings    []time.Duration
 	failed   int64 // blocking acquires that gave up or failed in the window
 	firstErr error
-	redis    *redisSnap
+	redis    *redisstat.Snap
 	cpu      time.Duration // this process's CPU time in the window
 }
 
@@ -234,7 +208,7 @@ func (c handoffCell) ideal() float64 { return 1 / c.sectionMean.Seconds() }
 // set by a holder just before it calls Release; the next holder's Acquire
 // returning reads it to time the handoff. Only one goroutine holds the lock
 // at a time, so it always reads the release of its predecessor.
-func runHandoff(ctx context.Context, p plan, im *impl, n int, key string, stats *statsReader) (handoffCell, error) {
+func runHandoff(ctx context.Context, p plan, im *impl, n int, key string, stats *redisstat.Reader) (handoffCell, error) {
 	name, wait := im.name, im.wait
 	runCtx, cancel := context.WithTimeout(ctx, p.handWarm+p.handoff+p.stopGrace)
 	defer cancel()
@@ -251,7 +225,7 @@ func runHandoff(ctx context.Context, p plan, im *impl, n int, key string, stats 
 		measuring   atomic.Bool
 		lastRelease atomic.Int64
 		workers     = make([]worker, n)
-		first       firstError
+		first       loadgen.FirstError
 		wg          sync.WaitGroup
 	)
 	for i := range n {
@@ -268,7 +242,7 @@ func runHandoff(ctx context.Context, p plan, im *impl, n int, key string, stats 
 					if measuring.Load() {
 						w.failed++
 					}
-					first.set(err)
+					first.Set(err)
 					continue
 				}
 				in := measuring.Load()
@@ -287,7 +261,7 @@ func runHandoff(ctx context.Context, p plan, im *impl, n int, key string, stats 
 				lastRelease.Store(t2)
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), 5*time.Second)
 				if err := unlock(rctx); err != nil {
-					first.set(fmt.Errorf("release: %w", err))
+					first.Set(fmt.Errorf("release: %w", err))
 				}
 				rcancel()
 				if in {
@@ -308,7 +282,7 @@ func runHandoff(ctx context.Context, p plan, im *impl, n int, key string, stats 
 		defer close(pinged)
 		for i := 0; stats != nil && i < maxHandoffIters && measuring.Load(); i++ {
 			start := time.Now()
-			if stats.ping(ctx) == nil {
+			if stats.Ping(ctx) == nil {
 				pings = append(pings, time.Since(start))
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -321,18 +295,18 @@ func runHandoff(ctx context.Context, p plan, im *impl, n int, key string, stats 
 	err = errors.Join(err, win.end(ctx))
 	if win.delta != nil { // the pings are not the lock's commands
 		n := int64(len(pings))
-		win.delta.total -= n
-		win.delta.calls -= n
-		st := win.delta.cmds["ping"]
-		win.delta.cmds["ping"] = cmdStat{calls: st.calls - n, usec: st.usec}
+		win.delta.Total -= n
+		win.delta.Calls -= n
+		st := win.delta.Cmds["ping"]
+		win.delta.Cmds["ping"] = redisstat.CmdStat{Calls: st.Calls - n, Usec: st.Usec}
 	}
 	cancel() // waiting acquires return; the holder finishes and releases
 	c := handoffCell{name: name, waiters: n, window: t1.Sub(t0), redis: win.delta, cpu: win.cpu, pings: pings}
-	if !waitGroup(&wg, p.stopGrace) {
+	if !loadgen.WaitGroup(&wg, p.stopGrace) {
 		// The workers' records are still being written: report nothing.
 		return c, errors.Join(err, fmt.Errorf("%s: %d goroutines did not stop within %v", name, n, p.stopGrace))
 	}
-	c.firstErr = first.err
+	c.firstErr = first.Err
 	var secSum time.Duration
 	for i := range workers {
 		w := &workers[i]
@@ -348,25 +322,6 @@ func runHandoff(ctx context.Context, p plan, im *impl, n int, key string, stats 
 		c.sectionMean = secSum / time.Duration(c.acquired)
 	}
 	return c, err
-}
-
-// processCPU returns the user plus system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// percentile returns the q-quantile (0..1) of ds by nearest rank.
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[int(q*float64(len(s)-1)+0.5)]
 }
 
 // spread returns the minimum, maximum and mean of counts.

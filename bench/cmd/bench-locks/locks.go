@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/batondriver/batonmem"
 	"github.com/batonhq/baton/batondriver/batonredis"
 	"github.com/batonhq/baton/batonlock"
+	"github.com/batonhq/baton/bench/internal/cmdcount"
 )
 
 // Every implementation is driven through the same two function shapes, so
@@ -43,7 +44,7 @@ type impl struct {
 	wait  lockFunc // blocking acquire; nil if the row has none
 	close func()
 	// sent counts the commands the implementation's clients issued (see
-	// count.go); it stays 0 for in-memory implementations.
+	// package cmdcount); it stays 0 for in-memory implementations.
 	sent atomic.Int64
 }
 
@@ -78,7 +79,7 @@ func newBaton(im *impl, d batondriver.Driver, opts *batonlock.AcquireOpts) (*imp
 // newBatonRedis is batonlock on batonredis over a default rueidis client.
 func newBatonRedis(name, addr string, opts *batonlock.AcquireOpts) (*impl, error) {
 	im := &impl{name: name}
-	c, err := newRueidis(addr, &im.sent)
+	c, err := cmdcount.NewRueidis(addr, &im.sent)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +102,7 @@ func newBatonMem(name string, opts *batonlock.AcquireOpts) (*impl, error) {
 // README shows, with the interval a user who wants quick handoff would pick.
 func newRedislock(addr string) *impl {
 	im := &impl{name: "redislock"}
-	rc := newGoRedis(addr, &im.sent)
+	rc := cmdcount.NewGoRedis(addr, 0, &im.sent)
 	lc := redislock.New(rc)
 	obtain := func(ctx context.Context, key string, o *redislock.Options) (unlockFunc, error) {
 		lk, err := lc.Obtain(ctx, key, ttl, o)
@@ -126,7 +127,7 @@ func newRedislock(addr string) *impl {
 // gives up with ErrFailed after the last try.
 func newRedsync(addr string) *impl {
 	im := &impl{name: "redsync"}
-	rc := newGoRedis(addr, &im.sent)
+	rc := cmdcount.NewGoRedis(addr, 0, &im.sent)
 	rs := redsync.New(goredis.NewPool(rc))
 	lock := func(ctx context.Context, m *redsync.Mutex, tries int) (unlockFunc, error) {
 		var err error
@@ -177,7 +178,7 @@ func newRueidislock(name, addr string, majority int32) (*impl, error) {
 			if err != nil {
 				return nil, err
 			}
-			return countingClient{Client: c, n: &im.sent}, nil
+			return cmdcount.Rueidis{Client: c, N: &im.sent}, nil
 		},
 	})
 	if err != nil {
@@ -214,7 +215,7 @@ const compareAndDelete = `if redis.call('GET', KEYS[1]) == ARGV[1] then return r
 // CPU, one command per connection at a time).
 func newPlainGoRedis(addr string) *impl {
 	im := &impl{name: "plain go-redis"}
-	rc := newGoRedis(addr, &im.sent)
+	rc := cmdcount.NewGoRedis(addr, 0, &im.sent)
 	cad := redis.NewScript(compareAndDelete)
 	im.close = func() { rc.Close() }
 	im.try = func(ctx context.Context, key string) (unlockFunc, error) {
@@ -241,7 +242,7 @@ func newPlainGoRedis(addr string) *impl {
 // concurrent commands share one connection through auto-pipelining.
 func newPlainRueidis(addr string) (*impl, error) {
 	im := &impl{name: "plain rueidis"}
-	c, err := newRueidis(addr, &im.sent)
+	c, err := cmdcount.NewRueidis(addr, &im.sent)
 	if err != nil {
 		return nil, err
 	}

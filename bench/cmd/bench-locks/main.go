@@ -22,13 +22,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
-	"runtime"
-	"runtime/pprof"
-	"strings"
 	"time"
 
+	"github.com/batonhq/baton/bench/internal/machine"
+	"github.com/batonhq/baton/bench/internal/redisstat"
+	"github.com/batonhq/baton/bench/internal/runflags"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -53,7 +52,7 @@ var (
 var only *regexp.Regexp
 
 // selected reports whether -only lets the implementation name run.
-func selected(name string) bool { return only == nil || only.MatchString(name) }
+func selected(name string) bool { return runflags.Selected(only, name) }
 
 func main() {
 	quick := flag.Bool("quick", false, "short durations for a smoke run (under a minute)")
@@ -63,14 +62,7 @@ func main() {
 	flag.BoolVar(&busySection, "busy", false, "contended runs: busy-wait the 1ms critical section instead of time.Sleep")
 	onlyRe := flag.String("only", "", "run only the Redis rows and cells whose implementation name matches `regexp` (for diagnosis)")
 	flag.Parse()
-	if *onlyRe != "" {
-		re, err := regexp.Compile(*onlyRe)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-locks: -only:", err)
-			os.Exit(2)
-		}
-		only = re
-	}
+	only = runflags.Only("bench-locks", *onlyRe)
 
 	if err := run(*quick, *parts, *cpuprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-locks:", err)
@@ -83,22 +75,13 @@ func run(quick bool, parts, cpuprofile string) error {
 	if quick {
 		p = quickPlan
 	}
-	want := map[string]bool{}
-	for _, s := range strings.Split(parts, ",") {
-		want[strings.TrimSpace(s)] = true
-	}
+	want := runflags.Parts(parts)
 
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := runflags.StartCPUProfile(cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 
 	srv, err := redistest.Start(nil)
 	if err != nil {
@@ -107,17 +90,14 @@ func run(quick bool, parts, cpuprofile string) error {
 	defer srv.Close()
 
 	ctx := context.Background()
-	stats, err := newStatsReader(srv.Addr())
+	stats, err := redisstat.NewReader(srv.Addr())
 	if err != nil {
 		return err
 	}
 	defer stats.Close()
 
 	started := time.Now()
-	fmt.Println("bench-locks")
-	fmt.Printf("  machine:      %d CPUs (GOMAXPROCS %d), %s/%s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
-	fmt.Printf("  go:           %s\n", runtime.Version())
-	fmt.Printf("  redis-server: %s (private, %s, started by internal/redistest)\n", redisVersion(ctx, stats), srv.Addr())
+	machine.PrintHeader(os.Stdout, "bench-locks", redisstat.ServerVersion(ctx, stats), srv.Addr())
 	mode := "full"
 	if quick {
 		mode = "quick (-quick: short windows, figures are noisy)"
@@ -141,17 +121,4 @@ func run(quick bool, parts, cpuprofile string) error {
 	}
 	fmt.Printf("total time %.0fs\n", time.Since(started).Seconds())
 	return nil
-}
-
-// redisVersion reports the server's version as INFO gives it, falling back
-// to the binary's --version line.
-func redisVersion(ctx context.Context, s *statsReader) string {
-	if v, err := s.version(ctx); err == nil && v != "" {
-		return v
-	}
-	out, err := exec.Command("redis-server", "--version").Output()
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
 }

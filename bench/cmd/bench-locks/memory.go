@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/batonhq/baton/bench/internal/table"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -54,28 +55,28 @@ func runMemory(ctx context.Context, p plan) error {
 	if err != nil {
 		return err
 	}
-	t := &table{
-		title:  fmt.Sprintf("3a. In-memory TryAcquire+Release pairs/s (median of %d rounds of %v, rows interleaved)", p.pairRounds, p.pairCell),
-		header: []string{"implementation", "1 g", "16 g", "64 g", "bench CPU µs/pair at 64 g", "errors"},
+	t := &table.Table{
+		Title:  fmt.Sprintf("3a. In-memory TryAcquire+Release pairs/s (median of %d rounds of %v, rows interleaved)", p.pairRounds, p.pairCell),
+		Header: []string{"implementation", "1 g", "16 g", "64 g", "bench CPU µs/pair at 64 g", "errors"},
 	}
 	for _, r := range rows {
 		cells := []string{r.name}
 		var errs int64
 		for _, n := range pairGoroutines {
 			c := res[r.name][n]
-			cells = append(cells, fmtRate(c.median()))
+			cells = append(cells, table.Rate(c.median()))
 			errs += c.sum.errs
 			if c.sum.firstErr != nil {
-				t.note("%s, %d goroutines: first error: %v", r.name, n, c.sum.firstErr)
+				t.Note("%s, %d goroutines: first error: %v", r.name, n, c.sum.firstErr)
 			}
 		}
 		at64 := res[r.name][64].sum
-		cells = append(cells, fmtF(at64.cpu.Seconds()*1e6/float64(at64.pairs), 3), fmt.Sprint(errs))
-		t.add(cells...)
+		cells = append(cells, table.Float(at64.cpu.Seconds()*1e6/float64(at64.pairs), 3), fmt.Sprint(errs))
+		t.Add(cells...)
 	}
-	t.note("batonmem keeps every key in one map under one mutex, so its goroutines contend even on separate keys;")
-	t.note("the shared semaphore (weight N, so a TryAcquire never fails) shows the cost of one shared mutex alone.")
-	t.print(os.Stdout)
+	t.Note("batonmem keeps every key in one map under one mutex, so its goroutines contend even on separate keys;")
+	t.Note("the shared semaphore (weight N, so a TryAcquire never fails) shows the cost of one shared mutex alone.")
+	t.Print(os.Stdout)
 
 	fmt.Fprintf(os.Stderr, "  %-40s %3d goroutines\n", "baton on batonmem handoff", 64)
 	hm, err := newBatonMem("baton on batonmem", nil)

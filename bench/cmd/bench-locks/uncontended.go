@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/batonhq/baton/bench/internal/redisstat"
+	"github.com/batonhq/baton/bench/internal/table"
 	"os"
-	"slices"
 	"strings"
 )
 
@@ -39,7 +40,7 @@ func redisRows(addr string) []redisRow {
 }
 
 // runUncontended is part 1.
-func runUncontended(ctx context.Context, p plan, addr string, stats *statsReader) error {
+func runUncontended(ctx context.Context, p plan, addr string, stats *redisstat.Reader) error {
 	fmt.Fprintf(os.Stderr, "part 1: uncontended pairs (%d rounds of %v per cell, each after %v warm-up)\n", p.pairRounds, p.pairCell, p.warm)
 	var rows []redisRow
 	var grid []gridRow
@@ -64,10 +65,10 @@ func runUncontended(ctx context.Context, p plan, addr string, stats *statsReader
 		return err
 	}
 
-	t := &table{
-		title: fmt.Sprintf("1. Uncontended TryAcquire+Release pairs/s, every goroutine on its own key (median of %d rounds of %v, rows interleaved)",
+	t := &table.Table{
+		Title: fmt.Sprintf("1. Uncontended TryAcquire+Release pairs/s, every goroutine on its own key (median of %d rounds of %v, rows interleaved)",
 			p.pairRounds, p.pairCell),
-		header: []string{"implementation", "1 g", "16 g", "64 g",
+		Header: []string{"implementation", "1 g", "16 g", "64 g",
 			"cmds/pair", "server calls/pair", "Redis CPU µs/pair", "Redis CPU", "bench CPU µs/pair", "bench CPU", "errors"},
 	}
 	rate := func(name string, n int) float64 {
@@ -82,39 +83,39 @@ func runUncontended(ctx context.Context, p plan, addr string, stats *statsReader
 		var errs int64
 		for _, n := range pairGoroutines {
 			c := res[row.name][n]
-			cells = append(cells, fmtRate(c.median()))
+			cells = append(cells, table.Rate(c.median()))
 			errs += c.sum.errs
 			if c.sum.firstErr != nil {
-				t.note("%s, %d goroutines: first error: %v", row.name, n, c.sum.firstErr)
+				t.Note("%s, %d goroutines: first error: %v", row.name, n, c.sum.firstErr)
 			}
 			if verbose {
 				breakdown = append(breakdown, fmt.Sprintf("%s, %d g: rounds %s; %s",
-					row.name, n, fmtRates(c.rates), c.sum.redis.describe(c.sum.pairs)))
+					row.name, n, fmtRates(c.rates), c.sum.redis.Describe(c.sum.pairs)))
 			}
 		}
 		at64 := res[row.name][64].sum
 		r, pairs, secs := at64.redis, float64(at64.pairs), at64.window.Seconds()
-		checkCounters(r)
+		redisstat.CheckCounters(r)
 		cells = append(cells,
-			fmtF(float64(r.client)/pairs, 2),
-			fmtF(float64(r.total)/pairs, 1),
-			fmtF(r.cpu*1e6/pairs, 1),
-			fmt.Sprintf("%.0f%%", 100*r.cpu/secs),
-			fmtF(at64.cpu.Seconds()*1e6/pairs, 1),
+			table.Float(float64(r.Client)/pairs, 2),
+			table.Float(float64(r.Total)/pairs, 1),
+			table.Float(r.CPU*1e6/pairs, 1),
+			fmt.Sprintf("%.0f%%", 100*r.CPU/secs),
+			table.Float(at64.cpu.Seconds()*1e6/pairs, 1),
 			fmt.Sprintf("%.0f%%", 100*at64.cpu.Seconds()/secs),
 			fmt.Sprint(errs))
-		t.add(cells...)
+		t.Add(cells...)
 	}
 
-	t.note("cmds/pair:         commands the clients sent per pair, counted client-side (an EVALSHA is one")
-	t.note("                   command however much its script does). At 64 goroutines.")
-	t.note("server calls/pair: INFO stats total_commands_processed growth per pair: on Redis 7.0 this counts")
-	t.note("                   client commands PLUS every redis.call inside scripts; the sum of INFO")
-	t.note("                   commandstats calls agrees with it. At 64 goroutines.")
-	t.note("Redis CPU:         server used_cpu_user+used_cpu_sys in the 64-goroutine windows (100%% = one core).")
-	t.note("bench CPU:         CPU time of this benchmark process (the clients) in the same windows.")
-	t.note("errors:            failed pairs, all cells (a try that found its own key busy counts too).")
-	t.note("Every client uses its library's default options; leases are 10s (rueidislock defaults: 5s).")
+	t.Note("cmds/pair:         commands the clients sent per pair, counted client-side (an EVALSHA is one")
+	t.Note("                   command however much its script does). At 64 goroutines.")
+	t.Note("server calls/pair: INFO stats total_commands_processed growth per pair: on Redis 7.0 this counts")
+	t.Note("                   client commands PLUS every redis.call inside scripts; the sum of INFO")
+	t.Note("                   commandstats calls agrees with it. At 64 goroutines.")
+	t.Note("Redis CPU:         server used_cpu_user+used_cpu_sys in the 64-goroutine windows (100%% = one core).")
+	t.Note("bench CPU:         CPU time of this benchmark process (the clients) in the same windows.")
+	t.Note("errors:            failed pairs, all cells (a try that found its own key busy counts too).")
+	t.Note("Every client uses its library's default options; leases are 10s (rueidislock defaults: 5s).")
 
 	// Goals: baton (no heartbeat) against the best lock library.
 	// best returns the fastest row at n goroutines among the peer
@@ -134,71 +135,43 @@ func runUncontended(ctx context.Context, p plan, addr string, stats *statsReader
 		return name, v
 	}
 	const baton = "baton (no heartbeat)"
-	t.note("")
+	t.Note("")
 	for _, g := range []struct {
 		n    int
 		goal float64
 	}{{1, 0.9}, {64, 2}} {
 		name, v := best(g.n, true, false)
 		ratio := rate(baton, g.n) / v
-		t.note("goal: baton (no heartbeat) at %2d goroutines >= %.1fx best peer library: %.0f / %.0f (%s) = %.2fx  -> %s",
-			g.n, g.goal, rate(baton, g.n), v, name, ratio, verdict(ratio >= g.goal))
-		t.note("      rounds: baton %s; %s %s", fmtRange(res[baton][g.n].rates), name, fmtRange(res[name][g.n].rates))
+		t.Note("goal: baton (no heartbeat) at %2d goroutines >= %.1fx best peer library: %.0f / %.0f (%s) = %.2fx  -> %s",
+			g.n, g.goal, rate(baton, g.n), v, name, ratio, table.Verdict(ratio >= g.goal))
+		t.Note("      rounds: baton %s; %s %s", table.Range(res[baton][g.n].rates), name, table.Range(res[name][g.n].rates))
 		if dname, dv := best(g.n, true, true); dname != name {
-			t.note("      against the best peer library at its defaults: %.0f / %.0f (%s) = %.2fx",
+			t.Note("      against the best peer library at its defaults: %.0f / %.0f (%s) = %.2fx",
 				rate(baton, g.n), dv, dname, rate(baton, g.n)/dv)
 		}
 	}
 	for _, n := range pairGoroutines {
 		name, v := best(n, false, false)
-		t.note("info: baton (no heartbeat) at %2d goroutines vs best of all others: %.0f / %.0f (%s) = %.2fx",
+		t.Note("info: baton (no heartbeat) at %2d goroutines vs best of all others: %.0f / %.0f (%s) = %.2fx",
 			n, rate(baton, n), v, name, rate(baton, n)/v)
 	}
-	t.note("")
+	t.Note("")
 	for _, n := range pairGoroutines {
 		ru, gr := rate("plain rueidis", n), rate("plain go-redis", n)
-		t.note("client: plain rueidis / plain go-redis at %2d goroutines: %.0f / %.0f = %.2fx", n, ru, gr, ru/gr)
+		t.Note("client: plain rueidis / plain go-redis at %2d goroutines: %.0f / %.0f = %.2fx", n, ru, gr, ru/gr)
 	}
-	t.print(os.Stdout)
-	printBreakdown("1. per cell (-v): the rounds' rates; server command calls per pair x µs per call", breakdown)
+	t.Print(os.Stdout)
+	table.PrintBreakdown(os.Stdout, "1. per cell (-v): the rounds' rates; server command calls per pair x µs per call", breakdown)
 	return nil
-}
-
-// fmtRange prints the lowest and highest of rates.
-func fmtRange(rs []float64) string {
-	if len(rs) == 0 {
-		return "-"
-	}
-	return fmtRate(slices.Min(rs)) + ".." + fmtRate(slices.Max(rs))
 }
 
 func fmtRates(rs []float64) string {
 	var parts []string
 	for _, r := range rs {
-		parts = append(parts, fmtRate(r))
+		parts = append(parts, table.Rate(r))
 	}
 	return strings.Join(parts, " ")
 }
 
 // verbose is set by -v: print per-command server breakdowns.
 var verbose bool
-
-// printBreakdown prints the per-cell details gathered under -v.
-func printBreakdown(title string, lines []string) {
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Println(title)
-	for _, l := range lines {
-		fmt.Println("  " + l)
-	}
-	fmt.Println()
-}
-
-// checkCounters warns on stderr when the two server-side counts of calls
-// disagree by more than 1%, which would make the table's column ambiguous.
-func checkCounters(r *redisSnap) {
-	if d := r.total - r.calls; d*100 > r.total || -d*100 > r.total {
-		fmt.Fprintf(os.Stderr, "warning: total_commands_processed %d and commandstats calls %d disagree\n", r.total, r.calls)
-	}
-}

@@ -1,0 +1,58 @@
+// Package runflags handles the command-line flags the benchmark commands
+// share: -only, -parts and -cpuprofile.
+package runflags
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"runtime/pprof"
+	"strings"
+)
+
+// Only compiles the -only regexp expr of command prog; nil if expr is
+// empty. On a bad regexp it prints "prog: -only: ..." and exits with 2.
+func Only(prog, expr string) *regexp.Regexp {
+	if expr == "" {
+		return nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: -only: %v\n", prog, err)
+		os.Exit(2)
+	}
+	return re
+}
+
+// Selected reports whether the -only regexp re (nil: everything) lets name
+// run.
+func Selected(re *regexp.Regexp, name string) bool { return re == nil || re.MatchString(name) }
+
+// Parts returns the set of names in the comma-separated -parts list s.
+func Parts(s string) map[string]bool {
+	want := map[string]bool{}
+	for _, p := range strings.Split(s, ",") {
+		want[strings.TrimSpace(p)] = true
+	}
+	return want
+}
+
+// StartCPUProfile writes a CPU profile of this process to path (-cpuprofile)
+// until the returned stop is called. With an empty path it does nothing.
+func StartCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
