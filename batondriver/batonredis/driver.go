@@ -51,6 +51,8 @@ type Driver struct {
 	id      string // names this instance's grant channels
 	scripts *scripts
 
+	queuesSeen sync.Map // queue names this instance added to the set of queues
+
 	mu     sync.Mutex
 	subs   map[string]*subscription // by channel
 	closed bool

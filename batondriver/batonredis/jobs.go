@@ -61,17 +61,25 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 	keys := k.withJobs(ids...)
 	s := d.scripts.jobInsert
 	c := d.client
-	sadd := c.B().Sadd().Key(d.queuesKey()).Member(p.Queue).Build()
-	res := c.DoMulti(ctx,
-		c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
-		sadd)
-	reply := res[0]
+	evalsha := c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	// The queue joins the set of queue names with this process's first
+	// insert into it, in the same round trip; later inserts skip it.
+	_, registered := d.queuesSeen.Load(p.Queue)
+	var reply, sadd rueidis.RedisResult
+	if registered {
+		reply = c.Do(ctx, evalsha)
+	} else {
+		res := c.DoMulti(ctx, evalsha, c.B().Sadd().Key(d.queuesKey()).Member(p.Queue).Build())
+		reply, sadd = res[0], res[1]
+	}
 	if e, ok := rueidis.IsRedisErr(reply.Error()); ok && e.IsNoScript() {
 		reply = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
 	v, err := reply.AsIntSlice()
-	if err == nil {
-		err = res[1].Error()
+	if err == nil && !registered {
+		if err = sadd.Error(); err == nil {
+			d.queuesSeen.Store(p.Queue, struct{}{})
+		}
 	}
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
