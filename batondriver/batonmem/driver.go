@@ -13,6 +13,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -23,23 +24,42 @@ import (
 // Driver is a batondriver.Driver in memory. The zero value is not usable;
 // call New. It is safe for concurrent use.
 type Driver struct {
+	seed   maphash.Seed
+	shards [lockShards]lockShard // lock keys, spread by hash
+
+	jobs jobStore // jobs.go; guarded by its own mutex
+}
+
+// lockShards spreads lock keys over independent mutexes, so that goroutines
+// on different keys rarely wait for each other.
+const lockShards = 64
+
+// lockShard holds the state of the lock keys that hash to it.
+type lockShard struct {
 	mu        sync.Mutex
 	meta      map[string]*keyMeta   // forever, per key
 	locks     map[string]*lockState // while a key is in use
 	listeners map[listenerID]*listener
+}
 
-	jobs jobStore // jobs.go; guarded by its own mutex
+// shard returns the shard of key.
+func (d *Driver) shard(key string) *lockShard {
+	return &d.shards[maphash.String(d.seed, key)%lockShards]
 }
 
 var _ batondriver.Driver = (*Driver)(nil)
 
 // New returns an empty Driver.
 func New() *Driver {
-	return &Driver{
-		meta:      make(map[string]*keyMeta),
-		locks:     make(map[string]*lockState),
-		listeners: make(map[listenerID]*listener),
+	d := &Driver{seed: maphash.MakeSeed()}
+	for i := range d.shards {
+		d.shards[i] = lockShard{
+			meta:      make(map[string]*keyMeta),
+			locks:     make(map[string]*lockState),
+			listeners: make(map[listenerID]*listener),
+		}
 	}
+	return d
 }
 
 type keyMeta struct {
@@ -68,7 +88,7 @@ type waiter struct {
 type listenerID struct{ key, token string }
 
 type listener struct {
-	d  *Driver
+	sh *lockShard
 	id listenerID
 	ch chan batondriver.LockNotice
 }
@@ -76,10 +96,10 @@ type listener struct {
 func (l *listener) C() <-chan batondriver.LockNotice { return l.ch }
 
 func (l *listener) Close() {
-	l.d.mu.Lock()
-	defer l.d.mu.Unlock()
-	if l.d.listeners[l.id] == l {
-		delete(l.d.listeners, l.id)
+	l.sh.mu.Lock()
+	defer l.sh.mu.Unlock()
+	if l.sh.listeners[l.id] == l {
+		delete(l.sh.listeners, l.id)
 	}
 }
 
@@ -90,31 +110,31 @@ func (m *keyMeta) limit() int {
 	return m.dlimit
 }
 
-// state returns the key's lock state, creating it. d.mu must be held.
-func (d *Driver) state(key string) (*keyMeta, *lockState) {
-	m := d.meta[key]
+// state returns the key's lock state, creating it. sh.mu must be held.
+func (sh *lockShard) state(key string) (*keyMeta, *lockState) {
+	m := sh.meta[key]
 	if m == nil {
 		m = &keyMeta{dlimit: 1}
-		d.meta[key] = m
+		sh.meta[key] = m
 	}
-	s := d.locks[key]
+	s := sh.locks[key]
 	if s == nil {
 		s = &lockState{holders: make(map[string]*holder), waiters: list.New(), byToken: make(map[string]*list.Element)}
-		d.locks[key] = s
+		sh.locks[key] = s
 	}
 	return m, s
 }
 
-// tidy forgets the key's transient state once it is idle. d.mu must be held.
-func (d *Driver) tidy(key string, s *lockState) {
+// tidy forgets the key's transient state once it is idle. sh.mu must be held.
+func (sh *lockShard) tidy(key string, s *lockState) {
 	if len(s.holders) == 0 && s.waiters.Len() == 0 {
-		delete(d.locks, key)
+		delete(sh.locks, key)
 	}
 }
 
 // settle drops expired holders and waiters and grants free slots to the
-// waiters at the head of the queue. d.mu must be held.
-func (d *Driver) settle(key string, m *keyMeta, s *lockState, now time.Time) int {
+// waiters at the head of the queue. sh.mu must be held.
+func (sh *lockShard) settle(key string, m *keyMeta, s *lockState, now time.Time) int {
 	for tok, h := range s.holders {
 		if !h.expires.After(now) {
 			delete(s.holders, tok)
@@ -134,7 +154,7 @@ func (d *Driver) settle(key string, m *keyMeta, s *lockState, now time.Time) int
 		delete(s.byToken, w.token)
 		m.fence++
 		s.holders[w.token] = &holder{fence: m.fence, expires: now.Add(w.ttl)}
-		if l := d.listeners[listenerID{key, w.token}]; l != nil {
+		if l := sh.listeners[listenerID{key, w.token}]; l != nil {
 			select {
 			case l.ch <- batondriver.LockNotice{Fence: m.fence, GrantedAt: now, TTL: w.ttl}:
 			default:
@@ -175,13 +195,14 @@ func (d *Driver) LockAcquire(_ context.Context, p *batondriver.LockAcquireParams
 	if p.TTL < time.Millisecond || p.Limit < 0 || (wait && p.WaitTTL < time.Millisecond) {
 		return nil, fmt.Errorf("%w: TTL %v, Limit %d, WaitTTL %v", batondriver.ErrBadParams, p.TTL, p.Limit, p.WaitTTL)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	sh := d.shard(p.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	now := time.Now()
-	m, s := d.state(p.Key)
-	defer d.tidy(p.Key, s)
+	m, s := sh.state(p.Key)
+	defer sh.tidy(p.Key, s)
 	m.dlimit = p.Limit
-	d.settle(p.Key, m, s, now)
+	sh.settle(p.Key, m, s, now)
 
 	if p.Recheck {
 		if e := s.byToken[p.Token]; e != nil {
@@ -211,14 +232,15 @@ func (d *Driver) LockRelease(_ context.Context, p *batondriver.LockReleaseParams
 	if p.Key == "" || p.Token == "" {
 		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	sh := d.shard(p.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	now := time.Now()
-	s := d.locks[p.Key]
+	s := sh.locks[p.Key]
 	if s == nil {
 		return &batondriver.LockReleaseResult{}, nil
 	}
-	defer d.tidy(p.Key, s)
+	defer sh.tidy(p.Key, s)
 	res := &batondriver.LockReleaseResult{}
 	if e := s.byToken[p.Token]; e != nil && p.Fence == 0 {
 		s.waiters.Remove(e)
@@ -229,7 +251,7 @@ func (d *Driver) LockRelease(_ context.Context, p *batondriver.LockReleaseParams
 		delete(s.holders, p.Token)
 		res.Released = true
 	}
-	res.Promoted = d.settle(p.Key, d.meta[p.Key], s, now)
+	res.Promoted = sh.settle(p.Key, sh.meta[p.Key], s, now)
 	return res, nil
 }
 
@@ -238,21 +260,22 @@ func (d *Driver) LockExtend(_ context.Context, p *batondriver.LockExtendParams) 
 	if p.Key == "" || p.Token == "" || p.TTL < time.Millisecond || p.Fence == 0 {
 		return nil, fmt.Errorf("%w: key %q, TTL %v, Fence %d", batondriver.ErrBadParams, p.Key, p.TTL, p.Fence)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	sh := d.shard(p.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	now := time.Now()
 	res := &batondriver.LockExtendResult{Now: now}
-	s := d.locks[p.Key]
+	s := sh.locks[p.Key]
 	if s == nil {
 		return res, nil
 	}
-	defer d.tidy(p.Key, s)
+	defer sh.tidy(p.Key, s)
 	h := s.holders[p.Token]
 	if h == nil || h.fence != p.Fence {
 		return res, nil
 	}
 	if !h.expires.After(now) {
-		d.settle(p.Key, d.meta[p.Key], s, now)
+		sh.settle(p.Key, sh.meta[p.Key], s, now)
 		return res, nil
 	}
 	h.expires = now.Add(p.TTL)
@@ -265,17 +288,18 @@ func (d *Driver) LockSetLimit(_ context.Context, p *batondriver.LockSetLimitPara
 	if p.Key == "" || (!p.Reset && p.Limit < 0) {
 		return nil, fmt.Errorf("%w: key %q, Limit %d", batondriver.ErrBadParams, p.Key, p.Limit)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	m, s := d.state(p.Key)
-	defer d.tidy(p.Key, s)
+	sh := d.shard(p.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	m, s := sh.state(p.Key)
+	defer sh.tidy(p.Key, s)
 	if p.Reset {
 		m.override = nil
 	} else {
 		n := p.Limit
 		m.override = &n
 	}
-	return &batondriver.LockSetLimitResult{Promoted: d.settle(p.Key, m, s, time.Now())}, nil
+	return &batondriver.LockSetLimitResult{Promoted: sh.settle(p.Key, m, s, time.Now())}, nil
 }
 
 // LockInspect implements batondriver.LockDriver.
@@ -283,16 +307,17 @@ func (d *Driver) LockInspect(_ context.Context, p *batondriver.LockInspectParams
 	if p.Key == "" {
 		return nil, fmt.Errorf("%w: empty key", batondriver.ErrBadParams)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	sh := d.shard(p.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	now := time.Now()
 	res := &batondriver.LockInspectResult{Now: now}
-	m := d.meta[p.Key]
+	m := sh.meta[p.Key]
 	if m == nil {
 		return res, nil
 	}
 	res.Limit, res.Override, res.LastFence = m.limit(), m.override != nil, m.fence
-	s := d.locks[p.Key]
+	s := sh.locks[p.Key]
 	if s == nil {
 		return res, nil
 	}
@@ -316,9 +341,9 @@ func (d *Driver) LockListen(_ context.Context, p *batondriver.LockListenParams) 
 	if p.Key == "" || p.Token == "" {
 		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
 	}
-	l := &listener{d: d, id: listenerID{p.Key, p.Token}, ch: make(chan batondriver.LockNotice, 4)}
-	d.mu.Lock()
-	d.listeners[l.id] = l
-	d.mu.Unlock()
+	l := &listener{sh: d.shard(p.Key), id: listenerID{p.Key, p.Token}, ch: make(chan batondriver.LockNotice, 4)}
+	l.sh.mu.Lock()
+	l.sh.listeners[l.id] = l
+	l.sh.mu.Unlock()
 	return l, nil
 }

@@ -42,10 +42,10 @@ var jobStates = []batondriver.JobState{
 // jobStore holds every queue's jobs. Its zero value is empty and ready. It
 // has a mutex of its own: jobs and locks never wait for each other.
 //
-// Completed jobs are kept for their retention and removed by later fetches.
-// Dead and cancelled jobs are kept until retried or deleted: there is no dead
-// retention yet (JobFinishParams has no field for it). A queue that ever had
-// a job is remembered, with its paused flag, for the Driver's life.
+// Completed jobs are kept for their retention, dead and cancelled ones for
+// the fetches' DeadRetention (or until retried or deleted), and removed by
+// later fetches. A queue that ever had a job is remembered, with its paused
+// flag and its schedules' last ticks, for the Driver's life.
 type jobStore struct {
 	mu     sync.Mutex
 	queues map[string]*queueState
