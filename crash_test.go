@@ -40,21 +40,9 @@ func init() { children["jobworker"] = runCrashWorker }
 // "end ID PID" after each execution to its own log, with write(2) so that a
 // SIGKILL loses nothing already logged, and works until killed.
 func runCrashWorker() int {
-	addr, prefix, logPath := os.Getenv("BATON_REDIS_ADDR"), os.Getenv("BATON_PREFIX"), os.Getenv("BATON_LOG")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	d, f, err := childSetup()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	d, err := batonredis.New(client, &batonredis.Config{Prefix: prefix})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return childFailed(err)
 	}
 	pid := os.Getpid()
 	var mu sync.Mutex
@@ -123,16 +111,7 @@ func TestCrashWorkersLoseNoJob(t *testing.T) {
 
 	var procs []*crashProc
 	spawn := func() *crashProc {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "BATON_CHILD=jobworker", "BATON_REDIS_ADDR="+srv.Addr(), "BATON_PREFIX="+prefix, "BATON_LOG="+logPath)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		line, err := bufio.NewReader(out).ReadString('\n')
-		require.NoError(t, err, "worker did not start")
-		require.Equal(t, "ready\n", line)
+		cmd := startChild(t, "jobworker", srv.Addr(), prefix, logPath)
 		p := &crashProc{cmd: cmd, pid: cmd.Process.Pid}
 		procs = append(procs, p)
 		return p

@@ -1,7 +1,6 @@
 package baton_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -11,15 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/batondriver/batonredis"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -61,21 +57,9 @@ func init() { children["cronworker"] = runCronWorker }
 // runCronWorker is a process running the fan-out schedule on Redis: it logs
 // "<tick> <pid>" for every tick's job it runs, and works until killed.
 func runCronWorker() int {
-	addr, prefix, logPath := os.Getenv("BATON_REDIS_ADDR"), os.Getenv("BATON_PREFIX"), os.Getenv("BATON_LOG")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	d, f, err := childSetup()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	d, err := batonredis.New(rc, &batonredis.Config{Prefix: prefix})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return childFailed(err)
 	}
 	every, _ := baton.Every(100 * time.Millisecond)
 	var mu sync.Mutex
@@ -121,17 +105,7 @@ func TestPeriodicJobFiresOnceAcrossProcesses(t *testing.T) {
 		}
 	})
 	for range 3 {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "BATON_CHILD=cronworker", "BATON_REDIS_ADDR="+addr, "BATON_PREFIX="+prefix, "BATON_LOG="+logPath)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		procs = append(procs, cmd)
-		line, err := bufio.NewReader(out).ReadString('\n')
-		require.NoError(t, err)
-		require.Equal(t, "ready\n", line)
+		procs = append(procs, startChild(t, "cronworker", addr, prefix, logPath))
 	}
 	started := time.Now()
 	time.Sleep(1500 * time.Millisecond)
