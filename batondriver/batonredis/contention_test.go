@@ -430,7 +430,7 @@ func TestBrokenClientClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(d.Close)
-		lockers = append(lockers, contentionLocker(t, &brokenClockDriver{Driver: d, acquire: script, skew: skew}))
+		lockers = append(lockers, contentionLocker(t, &brokenClockDriver{Driver: d, acquireScript: script, skew: skew}))
 	}
 	contentionMustCatch(t, func(n int) []lockcheck.Event {
 		w := lockcheck.Workload{
@@ -473,34 +473,11 @@ func brokenLuaBody(src string) string {
 // script with its own clock, skew ahead of the real one.
 type brokenClockDriver struct {
 	*Driver
-	acquire *rueidis.Lua
-	skew    time.Duration
+	acquireScript *rueidis.Lua
+	skew          time.Duration
 }
 
 func (c *brokenClockDriver) LockAcquire(ctx context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
-	mode := "try"
-	switch {
-	case p.Recheck:
-		mode = "recheck"
-	case p.Wait:
-		mode = "wait"
-	}
-	k := c.lockKeys(p.Key)
 	now := time.Now().Add(c.skew).UnixMilli()
-	v, err := c.run(ctx, c.acquire, "acquire", p.Key, k.keys,
-		p.Token, ms(p.TTL), itoa(p.Limit), mode, ms(p.WaitTTL), k.channel, c.id, strconv.FormatInt(now, 10))
-	if err != nil {
-		return nil, err
-	}
-	if len(v) != 6 {
-		return nil, fmt.Errorf("brokenClockDriver: acquire %q: unexpected reply %v", p.Key, v)
-	}
-	return &batondriver.LockAcquireResult{
-		Granted:    v[0] == 1,
-		Fence:      uint64(v[1]),
-		TTL:        time.Duration(v[2]) * time.Millisecond,
-		Position:   int(v[3]),
-		NextExpiry: time.Duration(v[4]) * time.Millisecond,
-		Now:        time.UnixMilli(v[5]),
-	}, nil
+	return c.acquire(ctx, p, c.acquireScript, strconv.FormatInt(now, 10))
 }

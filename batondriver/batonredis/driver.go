@@ -117,6 +117,12 @@ func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquirePara
 	if p.TTL < time.Millisecond || p.Limit < 0 || ((p.Wait || p.Recheck) && p.WaitTTL < time.Millisecond) {
 		return nil, fmt.Errorf("%w: TTL %v, Limit %d, WaitTTL %v", batondriver.ErrBadParams, p.TTL, p.Limit, p.WaitTTL)
 	}
+	return d.acquire(ctx, p, d.scripts.acquire)
+}
+
+// acquire runs an acquire script (the tests run broken variants through it,
+// with extra arguments) and maps its reply.
+func (d *Driver) acquire(ctx context.Context, p *batondriver.LockAcquireParams, script *rueidis.Lua, extra ...string) (*batondriver.LockAcquireResult, error) {
 	mode := "try"
 	switch {
 	case p.Recheck:
@@ -125,8 +131,8 @@ func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquirePara
 		mode = "wait"
 	}
 	k := d.lockKeys(p.Key)
-	v, err := d.run(ctx, d.scripts.acquire, "acquire", p.Key, k.keys,
-		p.Token, ms(p.TTL), itoa(p.Limit), mode, ms(p.WaitTTL), k.channel, d.id)
+	args := append([]string{p.Token, ms(p.TTL), itoa(p.Limit), mode, ms(p.WaitTTL), k.channel, d.id}, extra...)
+	v, err := d.run(ctx, script, "acquire", p.Key, k.keys, args...)
 	if err != nil {
 		return nil, err
 	}
