@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
@@ -27,25 +25,7 @@ import (
 // as a separate OS process with BATON_CHILD=name.
 var children = map[string]func() int{}
 
-func TestMain(m *testing.M) {
-	if name := os.Getenv("BATON_CHILD"); name != "" {
-		run, ok := children[name]
-		if !ok {
-			fmt.Fprintf(os.Stderr, "unknown BATON_CHILD %q\n", name)
-			os.Exit(2)
-		}
-		os.Exit(run())
-	}
-	code := m.Run()
-	redistest.CloseShared()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, children) }
 
 type emailArgs struct {
 	To string `json:"to"`

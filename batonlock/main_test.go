@@ -2,11 +2,9 @@ package batonlock_test
 
 import (
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton/batondriver"
 	"github.com/batonhq/baton/batondriver/batonmem"
@@ -14,17 +12,7 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.CloseShared()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, nil) }
 
 // backends runs fn once per backend, as parallel subtests.
 func backends(t *testing.T, fn func(t *testing.T, d batondriver.LockDriver)) {

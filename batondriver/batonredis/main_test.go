@@ -3,12 +3,9 @@ package batonredis
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton/internal/redistest"
 )
@@ -18,33 +15,7 @@ import (
 // in init. A child returns its exit code.
 var children = map[string]func() int{}
 
-func TestMain(m *testing.M) {
-	if name := os.Getenv("BATON_CHILD"); name != "" {
-		run, ok := children[name]
-		if !ok {
-			fmt.Fprintf(os.Stderr, "unknown BATON_CHILD %q\n", name)
-			os.Exit(2)
-		}
-		os.Exit(run())
-	}
-	code := m.Run()
-	redistest.CloseShared()
-	if code == 0 {
-		if err := goleak.Find(lingeringRueidis...); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// lingeringRueidis are goroutines a rueidis cluster client leaves running,
-// for a bounded time, after Close when a node connection broke: a delayed
-// topology refresh and the closing, 5s later, of connections it replaced.
-var lingeringRueidis = []goleak.Option{
-	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
-	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
-}
+func TestMain(m *testing.M) { redistest.Main(m, children) }
 
 // newClient returns a rueidis client for addrs (several for a cluster),
 // closed when the test ends.
