@@ -216,3 +216,7 @@ var ErrBadParams = errors.New("batondriver: invalid parameters")
 
 // ErrJobNotFound is returned when a named job does not exist.
 var ErrJobNotFound = errors.New("batondriver: job not found")
+
+// ErrKeyNotFound is returned by KeyGet for a concurrency key never used in
+// the queue.
+var ErrKeyNotFound = errors.New("batondriver: concurrency key not found")

@@ -14,15 +14,21 @@ import (
 // of that queue at once: throughput comes from amortising round trips and
 // script entries, not from doing less.
 type JobDriver interface {
-	// JobInsert adds jobs to one queue. A job with a future RunAt is
-	// scheduled; otherwise it is available at once and one idle fetcher of
-	// the queue is woken.
+	KeyDriver
+
+	// JobInsert adds jobs to one queue, in order. A job with a future RunAt
+	// is scheduled; otherwise it is admitted: available at once (and one
+	// idle fetcher of the queue is woken) unless its concurrency key is busy
+	// and its OnBusy policy parks, drops, reschedules or refuses it. A job
+	// with Unique may instead resolve to a twin (see JobInsertStatus).
 	JobInsert(ctx context.Context, p *JobInsertParams) (*JobInsertResult, error)
 
-	// JobFetch first makes due scheduled jobs available and takes back the
-	// jobs whose leases expired (their attempt counted: retried or dead),
-	// each in bounded number, then leases up to Max available jobs to the
-	// caller in order (priority, then arrival), unless the queue is paused.
+	// JobFetch first admits due scheduled jobs and takes back the jobs
+	// whose leases expired (their attempt counted: retried or dead; their
+	// key slots freed and parked jobs promoted), each in bounded number,
+	// then leases up to Max available jobs to the caller in order
+	// (priority, then arrival), unless the queue is paused. A keyed job's
+	// lease carries the key's next fencing token.
 	JobFetch(ctx context.Context, p *JobFetchParams) (*JobFetchResult, error)
 
 	// JobWait blocks until a job may be available in the queue (an insert
@@ -37,9 +43,11 @@ type JobDriver interface {
 	JobExtend(ctx context.Context, p *JobExtendParams) (*JobExtendResult, error)
 
 	// JobFinish records the outcome of leased jobs: completed, retry at a
-	// time, snoozed (retry without counting the attempt), cancelled, or
-	// dead. An outcome whose lease is no longer held is ignored and
-	// reported stale: a late owner never overwrites a newer state.
+	// time, snoozed (retry without counting the attempt), cancelled, dead,
+	// or again (a new run). A keyed job's slot is freed and parked jobs of
+	// its key promoted in the same step. An outcome whose lease is no
+	// longer held is ignored and reported stale: a late owner never
+	// overwrites a newer state.
 	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
 
 	// JobGet returns one job, or ErrJobNotFound.
@@ -49,11 +57,13 @@ type JobDriver interface {
 	// time.
 	JobList(ctx context.Context, p *JobListParams) (*JobListResult, error)
 
-	// JobRetry makes a dead, cancelled or scheduled job available now with
-	// its attempts reset. Running jobs cannot be retried.
+	// JobRetry admits a dead, cancelled, dropped or scheduled job now with
+	// its attempts reset (a keyed job may be parked). Running and parked
+	// jobs cannot be retried; an available one is left as it is.
 	JobRetry(ctx context.Context, p *JobGetParams) (*JobRow, error)
 
-	// JobDelete removes a job that is not running.
+	// JobDelete removes a job that is not running, freeing its key slot or
+	// its place in its key's parked queue.
 	JobDelete(ctx context.Context, p *JobGetParams) error
 
 	// QueueStats counts a queue's jobs by state.
@@ -73,12 +83,18 @@ type JobState string
 // The states of a job. Completed, Cancelled and Dead are terminal.
 const (
 	JobStateScheduled JobState = "scheduled" // waits for RunAt (a delay, a retry's backoff, a snooze)
-	JobStateAvailable JobState = "available" // may be fetched
-	JobStateRunning   JobState = "running"   // leased to a worker
+	JobStateParked    JobState = "parked"    // waits for a slot of its concurrency key; invisible to fetchers
+	JobStateAvailable JobState = "available" // may be fetched (holds its key's slot)
+	JobStateRunning   JobState = "running"   // leased to a worker (holds its key's slot)
 	JobStateCompleted JobState = "completed" // succeeded; kept for the retention period
 	JobStateCancelled JobState = "cancelled" // the handler asked for no more attempts; in the dead set
 	JobStateDead      JobState = "dead"      // attempts used up, or not runnable; in the dead set
+	JobStateDropped   JobState = "dropped"   // its key was busy and its OnBusy policy dropped it; kept for the retention period
 )
+
+// JobStates are every state, in the order of a job's life.
+var JobStates = []JobState{JobStateScheduled, JobStateParked, JobStateAvailable, JobStateRunning,
+	JobStateCompleted, JobStateCancelled, JobStateDead, JobStateDropped}
 
 // JobRow is a job as the backend stores it.
 type JobRow struct {
@@ -93,13 +109,28 @@ type JobRow struct {
 	Tags        []string
 	Metadata    []byte // JSON object or nil
 
+	// Key is the concurrency key ("" for none), Limit its default limit
+	// and OnBusy its policy for the job's first admission.
+	Key    string
+	Limit  int
+	OnBusy OnBusy
+	// Fence is the key's fencing token of the current (or last) lease; 0
+	// for a job without a key or never leased.
+	Fence int64
+	// Unique is the unique key ("" for none) and UniqueScope its scope.
+	Unique      string
+	UniqueScope UniqueScope
+	// Runs counts the runs started by JobOutcomeAgain; 0 for the first.
+	Runs int
+
 	CreatedAt   time.Time
 	RunAt       time.Time // when it becomes (or became) available
 	AttemptedAt time.Time // start of the latest attempt; zero before the first
 	FinishedAt  time.Time // when it reached a terminal state
+	ParkedAt    time.Time // when it was last parked; zero if never
 
 	// Errors are the failed attempts' errors, oldest first (at most the last
-	// MaxErrors).
+	// MaxErrors). A dropped job's reason is recorded here too (attempt 0).
 	Errors []AttemptError
 
 	// Lease is the current attempt's secret while running: outcomes and
@@ -148,11 +179,32 @@ type JobInsert struct {
 	RunAt       time.Time // zero or past: available now
 	Tags        []string
 	Metadata    []byte
+
+	// Key, if not empty, is the job's concurrency key (at most MaxKeyLen
+	// bytes): at most its limit of the queue's jobs with this key hold a
+	// slot at once (see KeyDriver).
+	Key string
+	// Limit is the key's default limit, used while the key has no
+	// override; at least 1 when Key is set.
+	Limit int
+	// OnBusy is the policy when the key is busy at the job's first
+	// admission; "" means OnBusyWait.
+	OnBusy OnBusy
+	// BusyDelay is OnBusyReschedule's delay; at least 1ms for it.
+	BusyDelay time.Duration
+	// Unique, if set, makes the job unique among its twins.
+	Unique *JobUnique
 }
 
 // JobInsertResult is the result of JobInsert, in the order of the params.
 type JobInsertResult struct {
+	// Jobs are the inserted jobs, or the twins they resolved to; nil for a
+	// job rejected by OnBusyFail.
 	Jobs []*JobRow
+	// Status says what became of each job, and Reason why, for Rejected
+	// (else "").
+	Status []JobInsertStatus
+	Reason []string
 	// Skipped reports that Once's tick had been inserted already; Jobs is
 	// empty then.
 	Skipped bool
@@ -172,6 +224,9 @@ type JobFetchParams struct {
 	// cancelled) before a fetch sweeps them. 0: kept until retried or
 	// deleted.
 	DeadRetention time.Duration
+	// DroppedRetention is how long dropped jobs are kept before a fetch
+	// sweeps them. 0: kept until deleted.
+	DroppedRetention time.Duration
 }
 
 // JobFetchResult is the result of JobFetch.
@@ -223,6 +278,12 @@ const (
 	JobOutcomeSnooze    JobOutcome = "snooze" // runs again at RunAt; the attempt is not counted
 	JobOutcomeCancel    JobOutcome = "cancel" // no more attempts
 	JobOutcomeDead      JobOutcome = "dead"   // failed for good
+	// JobOutcomeAgain ends the run successfully and queues a new run of the
+	// same job at RunAt, with its attempts reset and Runs+1. Its key slot
+	// is freed and the new run admitted in the same step — behind the key's
+	// parked jobs, if any — so no twin slips in between and the follow-up
+	// cannot be lost; the job keeps its unique key throughout.
+	JobOutcomeAgain JobOutcome = "again"
 )
 
 // JobFinishParams are the parameters of JobFinish.
@@ -239,7 +300,7 @@ type JobFinish struct {
 	Outcome JobOutcome
 	// Error is recorded for every outcome but Completed and Snooze.
 	Error string
-	// RunAt is when a Retry or Snooze runs again.
+	// RunAt is when a Retry, Snooze or Again runs again.
 	RunAt time.Time
 }
 
@@ -282,6 +343,11 @@ type QueueStatsResult struct {
 	Queue  string
 	Paused bool
 	Counts map[JobState]int
+	// Keys counts the active concurrency keys (see KeyList).
+	Keys int
+	// Dropped counts the jobs ever dropped by OnBusyDrop (or a busy
+	// OnBusyFail when due), including those swept since.
+	Dropped int64
 	// OldestAvailable is the RunAt of the available job that has waited
 	// longest, or zero.
 	OldestAvailable time.Time

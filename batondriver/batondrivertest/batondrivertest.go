@@ -21,12 +21,16 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver)
 	t.Run("Lock", func(t *testing.T) { exerciseLocks(t, newDriver) })
 }
 
-// ExerciseJobs runs the job suite. newDriver is called once per test and may
-// return drivers sharing one backend: every test uses a queue of its own.
+// ExerciseJobs runs the job suite, with per-key concurrency and uniqueness
+// (batondriver.KeyDriver, docs/concurrency.md). newDriver is called once per
+// test and may return drivers sharing one backend: every test uses a queue
+// of its own.
 // Tests run in parallel, use leases and delays of tens of milliseconds, and
 // allow a backend's clock a second of difference from the test's.
 func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
 	t.Run("Job", func(t *testing.T) { exerciseJobs(t, newDriver) })
+	t.Run("Key", func(t *testing.T) { exerciseKeys(t, newDriver) })
+	t.Run("Unique", func(t *testing.T) { exerciseUnique(t, newDriver) })
 }
 
 // uniqueKey returns a key no other test uses, with odd bytes in it, so that

@@ -33,19 +33,15 @@ const (
 	errLeaseExpired = "lease expired"
 )
 
-// jobStates are all states, in the order of a job's life.
-var jobStates = []batondriver.JobState{
-	batondriver.JobStateScheduled, batondriver.JobStateAvailable, batondriver.JobStateRunning,
-	batondriver.JobStateCompleted, batondriver.JobStateCancelled, batondriver.JobStateDead,
-}
-
 // jobStore holds every queue's jobs. Its zero value is empty and ready. It
 // has a mutex of its own: jobs and locks never wait for each other.
 //
 // Completed jobs are kept for their retention, dead and cancelled ones for
-// the fetches' DeadRetention (or until retried or deleted), and removed by
-// later fetches. A queue that ever had a job is remembered, with its paused
-// flag and its schedules' last ticks, for the Driver's life.
+// the fetches' DeadRetention, dropped ones for their DroppedRetention (or
+// until retried or deleted), and removed by later fetches. A queue that
+// ever had a job is remembered, with its paused flag, its schedules' last
+// ticks and its dropped counter, for the Driver's life; so is every
+// concurrency key ever used in it, with its last fence and limits (keys.go).
 type jobStore struct {
 	mu     sync.Mutex
 	queues map[string]*queueState
@@ -57,7 +53,9 @@ type queueState struct {
 	// states holds each state's jobs, ordered for the transition that
 	// takes them out of it: scheduled by RunAt (promotion), available by
 	// priority then arrival (fetch), running by LeaseUntil (recovery),
-	// completed by expiry (sweep), cancelled and dead by FinishedAt.
+	// completed by expiry (sweep), cancelled, dead and dropped by
+	// FinishedAt. Parked jobs leave by their key's FIFO (jobKey.parked);
+	// their heap, by ParkedAt then park order, serves JobList and counts.
 	states map[batondriver.JobState]*jobHeap
 	// byRunAt holds the available jobs again, by RunAt, for
 	// OldestAvailable.
@@ -66,6 +64,12 @@ type queueState struct {
 	used    bool   // had a job: listed by QueueList
 	paused  bool
 	once    map[string]time.Time // recurring schedule name -> last tick inserted
+	dropped int64                // jobs ever dropped
+
+	keys   map[string]*jobKey // every concurrency key ever used
+	active map[string]*jobKey // the keys with holders, parked jobs or an override
+	claims map[string]*claim  // unique key -> its claim
+	lapses claimHeap          // period claims, by when they lapse
 
 	tokens  int       // unclaimed wake tokens; 0 while anyone waits
 	waiters list.List // of *jobWaiter, first come first woken
@@ -77,6 +81,10 @@ type job struct {
 	seq      uint64    // when it entered its state, in the queue's order
 	expireAt time.Time // completed: when it may be swept
 	pos      [2]int    // its index in its state's heap and (available) in byRunAt
+
+	busyDelay time.Duration // OnBusyReschedule's delay
+	period    time.Duration // UniquePeriod's window
+	parkElem  *list.Element // parked: its place in its key's parked queue
 }
 
 // jobWaiter is one JobWait call. granted is set, and ch signalled, when an
@@ -96,8 +104,13 @@ func newQueueState() *queueState {
 			batondriver.JobStateCompleted: {less: timeThenSeq(expireAt)},
 			batondriver.JobStateCancelled: {less: timeThenSeq(finishedAt)},
 			batondriver.JobStateDead:      {less: timeThenSeq(finishedAt)},
+			batondriver.JobStateParked:    {less: timeThenSeq(parkedAt)},
+			batondriver.JobStateDropped:   {less: timeThenSeq(finishedAt)},
 		},
 		byRunAt: &jobHeap{slot: 1, less: timeThenSeq(runAt)},
+		keys:    make(map[string]*jobKey),
+		active:  make(map[string]*jobKey),
+		claims:  make(map[string]*claim),
 	}
 }
 
@@ -106,6 +119,7 @@ func leaseUntil(j *job) time.Time  { return j.row.LeaseUntil }
 func expireAt(j *job) time.Time    { return j.expireAt }
 func finishedAt(j *job) time.Time  { return j.row.FinishedAt }
 func attemptedAt(j *job) time.Time { return j.row.AttemptedAt }
+func parkedAt(j *job) time.Time    { return j.row.ParkedAt }
 
 func priorityThenSeq(a, b *job) bool {
 	if a.row.Priority != b.row.Priority {
@@ -130,6 +144,8 @@ func listKey(s batondriver.JobState) func(*job) time.Time {
 		return runAt
 	case batondriver.JobStateRunning:
 		return attemptedAt
+	case batondriver.JobStateParked:
+		return parkedAt
 	default:
 		return finishedAt
 	}
@@ -182,11 +198,16 @@ func (q *queueState) add(j *job, s batondriver.JobState) {
 	}
 }
 
-// remove takes j out of its state's indexes (not out of q.jobs).
+// remove takes j out of its state's indexes, its key's parked queue
+// included (not out of q.jobs, nor out of its key's holders).
 func (q *queueState) remove(j *job) {
 	heap.Remove(q.states[j.row.State], j.pos[0])
-	if j.row.State == batondriver.JobStateAvailable {
+	switch j.row.State {
+	case batondriver.JobStateAvailable:
 		heap.Remove(q.byRunAt, j.pos[1])
+	case batondriver.JobStateParked:
+		q.keys[j.row.Key].parked.Remove(j.parkElem)
+		j.parkElem = nil
 	}
 }
 
@@ -196,8 +217,9 @@ func (q *queueState) unlease(j *job) {
 	j.row.Lease, j.row.LeaseUntil = "", time.Time{}
 }
 
-// schedule puts j (in no state) in scheduled at at, or, if at is not after
-// now, in available with RunAt now. It reports whether j became available.
+// schedule puts j (in no state, holding no slot) in scheduled at at, or, if
+// at is not after now, admits it again with RunAt now: available or, if its
+// key is busy, parked. It reports whether j became available.
 func (q *queueState) schedule(j *job, at, now time.Time) bool {
 	if at.After(now) {
 		j.row.RunAt = at
@@ -205,8 +227,7 @@ func (q *queueState) schedule(j *job, at, now time.Time) bool {
 		return false
 	}
 	j.row.RunAt = now
-	q.add(j, batondriver.JobStateAvailable)
-	return true
+	return q.admit(j, now, false) == admitted
 }
 
 // end puts j (in no state) in the terminal state s.
@@ -275,7 +296,7 @@ func (s *jobStore) queue(name string) *queueState {
 // tidy forgets a queue that never had a job once nothing else is kept for
 // it. s.mu must be held.
 func (s *jobStore) tidy(name string, q *queueState) {
-	if !q.used && !q.paused && q.waiters.Len() == 0 && len(q.jobs) == 0 {
+	if !q.used && !q.paused && q.waiters.Len() == 0 && len(q.jobs) == 0 && len(q.keys) == 0 {
 		delete(s.queues, name)
 	}
 }
@@ -312,30 +333,47 @@ func notFound(queue, id string) error {
 	return fmt.Errorf("%w: %q in queue %q", batondriver.ErrJobNotFound, id, queue)
 }
 
+// checkInsert validates job #i of an insert.
+func checkInsert(i int, in *batondriver.JobInsert) error {
+	switch {
+	case in == nil:
+		return badParams("job #%d is nil", i)
+	case in.Kind == "":
+		return badParams("job #%d: empty kind", i)
+	case in.Priority < 0 || in.Priority > batondriver.MaxPriority:
+		return badParams("job #%d: priority %d out of range 0..%d", i, in.Priority, batondriver.MaxPriority)
+	case in.MaxAttempts < 1:
+		return badParams("job #%d: MaxAttempts %d, must be at least 1", i, in.MaxAttempts)
+	}
+	if err := batondriver.CheckJobInsertKeys(in); err != nil {
+		return fmt.Errorf("%w (job #%d)", err, i)
+	}
+	return nil
+}
+
 // JobInsert implements batondriver.JobDriver. IDs come from package jobid;
-// an available job's RunAt is the time of the insert (a past RunAt is not
-// kept). Either every job is inserted or, on invalid params, none.
+// an available or parked job's RunAt is the time of the insert (a past
+// RunAt is not kept). Either every job is inserted, resolved to its twin or
+// rejected, or, on invalid params, nothing is done.
 func (d *Driver) JobInsert(_ context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
 	for i, in := range p.Jobs {
-		switch {
-		case in == nil:
-			return nil, badParams("job #%d is nil", i)
-		case in.Kind == "":
-			return nil, badParams("job #%d: empty kind", i)
-		case in.Priority < 0 || in.Priority > batondriver.MaxPriority:
-			return nil, badParams("job #%d: priority %d out of range 0..%d", i, in.Priority, batondriver.MaxPriority)
-		case in.MaxAttempts < 1:
-			return nil, badParams("job #%d: MaxAttempts %d, must be at least 1", i, in.MaxAttempts)
+		if err := checkInsert(i, in); err != nil {
+			return nil, err
 		}
 	}
 	if p.Once != nil && (p.Once.Name == "" || p.Once.Tick.IsZero()) {
 		return nil, badParams("Once needs a Name and a Tick")
 	}
-	res := &batondriver.JobInsertResult{Jobs: make([]*batondriver.JobRow, 0, len(p.Jobs))}
-	if len(p.Jobs) == 0 {
+	n := len(p.Jobs)
+	res := &batondriver.JobInsertResult{
+		Jobs:   make([]*batondriver.JobRow, 0, n),
+		Status: make([]batondriver.JobInsertStatus, 0, n),
+		Reason: make([]string, 0, n),
+	}
+	if n == 0 {
 		return res, nil
 	}
 	s := &d.jobs
@@ -360,22 +398,13 @@ func (d *Driver) JobInsert(_ context.Context, p *batondriver.JobInsertParams) (*
 		earliest = j.row.RunAt
 	}
 	for _, in := range p.Jobs {
-		j := &job{row: batondriver.JobRow{
-			ID:          jobid.New(),
-			Queue:       p.Queue,
-			Kind:        in.Kind,
-			Args:        bytes.Clone(in.Args),
-			Priority:    in.Priority,
-			MaxAttempts: in.MaxAttempts,
-			Tags:        slices.Clone(in.Tags),
-			Metadata:    bytes.Clone(in.Metadata),
-			CreatedAt:   now,
-		}}
-		q.jobs[j.row.ID] = j
-		if q.schedule(j, in.RunAt, now) {
+		row, status, reason := q.insert(p.Queue, in, now)
+		if row != nil && status == batondriver.JobInserted && row.State == batondriver.JobStateAvailable {
 			woken++
 		}
-		res.Jobs = append(res.Jobs, j.copyRow())
+		res.Jobs = append(res.Jobs, row)
+		res.Status = append(res.Status, status)
+		res.Reason = append(res.Reason, reason)
 	}
 	// A job due before every other scheduled one wakes a fetcher, so that
 	// it learns the new NextRunAt instead of sleeping through it.
@@ -386,19 +415,90 @@ func (d *Driver) JobInsert(_ context.Context, p *batondriver.JobInsertParams) (*
 	return res, nil
 }
 
-// JobFetch implements batondriver.JobDriver. Before leasing, it makes up to
-// 100 due jobs available, takes back up to 100 expired leases and removes up
-// to 100 completed jobs past their retention, paused or not. A job taken
-// back gets the error "lease expired" for the attempt, whether it runs
-// again or is dead. Unless the queue is paused, jobs it made available and
-// did not lease wake other fetchers, and a fetch that empties the available
-// jobs drops the queue's unclaimed wake tokens: nobody would find a job.
+// insert inserts one valid job, or resolves it to its twin, and returns
+// what JobInsertResult reports of it.
+func (q *queueState) insert(queue string, in *batondriver.JobInsert, now time.Time) (*batondriver.JobRow, batondriver.JobInsertStatus, string) {
+	u := in.Unique
+	if u != nil {
+		if c, twin := q.twin(u, now); c != nil {
+			return q.conflict(u, in, c, twin, now)
+		}
+	}
+	j := &job{row: batondriver.JobRow{
+		ID:          jobid.New(),
+		Queue:       queue,
+		Kind:        in.Kind,
+		Args:        bytes.Clone(in.Args),
+		Priority:    in.Priority,
+		MaxAttempts: in.MaxAttempts,
+		Tags:        slices.Clone(in.Tags),
+		Metadata:    bytes.Clone(in.Metadata),
+		Key:         in.Key,
+		Limit:       in.Limit,
+		OnBusy:      cmp.Or(in.OnBusy, batondriver.OnBusyWait),
+		CreatedAt:   now,
+	}, busyDelay: in.BusyDelay}
+	if u != nil {
+		j.row.Unique, j.row.UniqueScope, j.period = u.Key, u.Scope, u.Period
+	}
+	if in.RunAt.After(now) {
+		j.row.RunAt = in.RunAt
+		q.add(j, batondriver.JobStateScheduled)
+	} else {
+		j.row.RunAt = now
+		if q.admit(j, now, true) == refused {
+			return nil, batondriver.JobRejected, "key busy"
+		}
+	}
+	q.jobs[j.row.ID] = j
+	// A running-scope claim is made at fetch; a job dropped at once keeps
+	// only a period claim.
+	if u != nil && u.Scope != batondriver.UniqueRunning &&
+		(j.row.State != batondriver.JobStateDropped || u.Scope == batondriver.UniquePeriod) {
+		q.claim(j, now)
+	}
+	return j.copyRow(), batondriver.JobInserted, ""
+}
+
+// conflict answers an insert of in whose unique key u conflicts with claim
+// c, whose job twin may be gone (a period claim outlives its job).
+func (q *queueState) conflict(u *batondriver.JobUnique, in *batondriver.JobInsert, c *claim, twin *job, now time.Time) (*batondriver.JobRow, batondriver.JobInsertStatus, string) {
+	var row *batondriver.JobRow
+	switch {
+	case u.OnConflict == batondriver.UniqueReject:
+		if twin != nil {
+			row = twin.copyRow()
+		}
+		return row, batondriver.JobRejected, "duplicate of " + c.id
+	case twin == nil:
+		return nil, batondriver.JobDuplicate, ""
+	case u.OnConflict == batondriver.UniqueReplace && queued(twin.row.State):
+		twin.row.Args = bytes.Clone(in.Args)
+		if in.RunAt.After(now) && twin.row.State == batondriver.JobStateScheduled {
+			twin.row.RunAt = in.RunAt
+			heap.Fix(q.states[batondriver.JobStateScheduled], twin.pos[0])
+		}
+		return twin.copyRow(), batondriver.JobReplaced, ""
+	}
+	return twin.copyRow(), batondriver.JobDuplicate, ""
+}
+
+// JobFetch implements batondriver.JobDriver. Before leasing, it admits up
+// to 100 due jobs, takes back up to 100 expired leases, and removes up to
+// 100 completed jobs past their retention (and as many dead, cancelled and
+// dropped jobs past theirs, and lapsed period claims), paused or not. A job
+// taken back gets the error "lease expired" for the attempt, whether it
+// runs again or is dead. Unless the queue is paused, jobs it made available
+// and did not lease wake other fetchers, and a fetch that empties the
+// available jobs drops the queue's unclaimed wake tokens: nobody would find
+// a job.
 func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
-	if p.Max < 1 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 || p.DeadRetention < 0 {
-		return nil, badParams("fetch Max %d (at least 1), LeaseTTL %v (at least 1ms), RecoverDelay %v and DeadRetention %v (not negative)", p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention)
+	if p.Max < 1 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 || p.DeadRetention < 0 || p.DroppedRetention < 0 {
+		return nil, badParams("fetch Max %d (at least 1), LeaseTTL %v (at least 1ms), RecoverDelay %v, DeadRetention %v and DroppedRetention %v (not negative)",
+			p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention, p.DroppedRetention)
 	}
 	s := &d.jobs
 	s.mu.Lock()
@@ -418,8 +518,14 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 			break
 		}
 		q.remove(j)
-		q.add(j, batondriver.JobStateAvailable) // keeps RunAt: when it became due
-		made++
+		// RunAt stays when it became due. A job whose OnBusy is not yet
+		// "wait" was never admitted: this is its first admission.
+		switch q.admit(j, now, j.row.OnBusy != batondriver.OnBusyWait) {
+		case admitted:
+			made++
+		case refused: // its insert succeeded: dropped, not rejected
+			q.drop(j, q.keys[j.row.Key], now)
+		}
 	}
 	running := q.states[batondriver.JobStateRunning]
 	for range fetchBatch {
@@ -428,9 +534,14 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 			break
 		}
 		q.unlease(j)
+		made += q.release(j)
 		j.fail(now, errLeaseExpired)
+		if j.row.UniqueScope == batondriver.UniqueRunning {
+			q.unclaim(j)
+		}
 		if j.row.Attempt >= j.row.MaxAttempts {
 			q.end(j, batondriver.JobStateDead, now)
+			q.unclaim(j)
 		} else if q.schedule(j, now.Add(p.RecoverDelay), now) {
 			made++
 		}
@@ -445,19 +556,10 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 		q.remove(j)
 		delete(q.jobs, j.row.ID)
 	}
-	if p.DeadRetention > 0 {
-		for _, state := range []batondriver.JobState{batondriver.JobStateDead, batondriver.JobStateCancelled} {
-			ended := q.states[state]
-			for range fetchBatch {
-				j := ended.first()
-				if j == nil || j.row.FinishedAt.After(now.Add(-p.DeadRetention)) {
-					break
-				}
-				q.remove(j)
-				delete(q.jobs, j.row.ID)
-			}
-		}
-	}
+	q.sweep(batondriver.JobStateDead, p.DeadRetention, now)
+	q.sweep(batondriver.JobStateCancelled, p.DeadRetention, now)
+	q.sweep(batondriver.JobStateDropped, p.DroppedRetention, now)
+	q.sweepClaims(now)
 	if j := scheduled.first(); j != nil {
 		res.NextRunAt = j.row.RunAt
 	}
@@ -474,6 +576,15 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 		j.row.AttemptedAt = now
 		j.row.Lease = newLease()
 		j.row.LeaseUntil = now.Add(p.LeaseTTL)
+		if j.row.Key != "" {
+			j.row.Fence = q.keys[j.row.Key].nextFence(now)
+		}
+		switch j.row.UniqueScope {
+		case batondriver.UniqueRunning:
+			q.claim(j, now)
+		case batondriver.UniqueQueued:
+			q.unclaim(j)
+		}
 		q.add(j, batondriver.JobStateRunning)
 		res.Jobs = append(res.Jobs, j.copyRow())
 	}
@@ -483,6 +594,23 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 		q.wake(min(made, available.Len()))
 	}
 	return res, nil
+}
+
+// sweep removes up to fetchBatch jobs that ended in state st more than
+// retention ago; a retention of 0 keeps them.
+func (q *queueState) sweep(st batondriver.JobState, retention time.Duration, now time.Time) {
+	if retention == 0 {
+		return
+	}
+	ended := q.states[st]
+	for range fetchBatch {
+		j := ended.first()
+		if j == nil || j.row.FinishedAt.After(now.Add(-retention)) {
+			return
+		}
+		q.remove(j)
+		delete(q.jobs, j.row.ID)
+	}
 }
 
 // JobWait implements batondriver.JobDriver. Each wake token (one per job
@@ -569,9 +697,10 @@ func (d *Driver) JobExtend(_ context.Context, p *batondriver.JobExtendParams) (*
 
 // JobFinish implements batondriver.JobDriver. A lease that has expired is
 // stale even before a fetch takes its job back. The Error of a retry, cancel
-// or dead outcome is recorded even when empty; a Retry or Snooze whose RunAt
-// is not in the future makes the job available at once (RunAt now) and
-// wakes a waiter.
+// or dead outcome is recorded even when empty; that of an Again, a
+// successful end, is not. A Retry, Snooze or Again whose RunAt is not in the
+// future admits the job at once (RunAt now): available, and a waiter woken,
+// or parked behind its key's parked jobs.
 func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
@@ -588,7 +717,7 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 		}
 		switch f.Outcome {
 		case batondriver.JobOutcomeCompleted, batondriver.JobOutcomeRetry, batondriver.JobOutcomeSnooze,
-			batondriver.JobOutcomeCancel, batondriver.JobOutcomeDead:
+			batondriver.JobOutcomeCancel, batondriver.JobOutcomeDead, batondriver.JobOutcomeAgain:
 		default:
 			return nil, badParams("outcome #%d: unknown outcome %q", i, f.Outcome)
 		}
@@ -607,18 +736,18 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 			continue
 		}
 		q.unlease(j)
+		woken += q.release(j)
+		if j.row.UniqueScope == batondriver.UniqueRunning {
+			q.unclaim(j)
+		}
 		switch f.Outcome {
 		case batondriver.JobOutcomeCompleted:
-			if p.Retention == 0 {
-				delete(q.jobs, f.ID)
-				continue
-			}
-			j.expireAt = now.Add(p.Retention)
-			q.end(j, batondriver.JobStateCompleted, now)
+			q.complete(j, p.Retention, now)
 		case batondriver.JobOutcomeRetry:
 			j.fail(now, f.Error)
 			if j.row.Attempt >= j.row.MaxAttempts {
 				q.end(j, batondriver.JobStateDead, now)
+				q.unclaim(j)
 			} else if q.schedule(j, f.RunAt, now) {
 				woken++
 			}
@@ -630,15 +759,44 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 		case batondriver.JobOutcomeCancel:
 			j.fail(now, f.Error)
 			q.end(j, batondriver.JobStateCancelled, now)
+			q.unclaim(j)
 		case batondriver.JobOutcomeDead:
 			j.fail(now, f.Error)
 			q.end(j, batondriver.JobStateDead, now)
+			q.unclaim(j)
+		case batondriver.JobOutcomeAgain:
+			if j.row.UniqueScope == batondriver.UniqueQueued {
+				// A queued twin inserted while j ran is the next run.
+				if c := q.claimOf(j.row.Unique, now); c != nil && c.id != j.row.ID &&
+					q.jobs[c.id] != nil && queued(q.jobs[c.id].row.State) {
+					q.complete(j, p.Retention, now)
+					continue
+				}
+				q.claim(j, now)
+			}
+			j.row.Attempt = 0
+			j.row.Runs++
+			if q.schedule(j, f.RunAt, now) {
+				woken++
+			}
 		}
 	}
 	if woken > 0 {
 		q.wake(woken)
 	}
 	return res, nil
+}
+
+// complete ends j, in no state and holding no slot, as completed: kept for
+// retention, or deleted at once if it is 0. It releases j's unique claim.
+func (q *queueState) complete(j *job, retention time.Duration, now time.Time) {
+	q.unclaim(j)
+	if retention == 0 {
+		delete(q.jobs, j.row.ID)
+		return
+	}
+	j.expireAt = now.Add(retention)
+	q.end(j, batondriver.JobStateCompleted, now)
 }
 
 // JobGet implements batondriver.JobDriver.
@@ -658,13 +816,13 @@ func (d *Driver) JobGet(_ context.Context, p *batondriver.JobGetParams) (*batond
 }
 
 // JobList implements batondriver.JobDriver. Scheduled and available jobs
-// are listed by RunAt, running ones by AttemptedAt, the others by
-// FinishedAt. A Limit of 0 means 100. Each call sorts the state's jobs.
+// are listed by RunAt, running ones by AttemptedAt, parked ones by ParkedAt
+// then park order, the others by FinishedAt. A Limit of 0 means 100. Each call sorts the state's jobs.
 func (d *Driver) JobList(_ context.Context, p *batondriver.JobListParams) (*batondriver.JobListResult, error) {
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
-	if !slices.Contains(jobStates, p.State) {
+	if !slices.Contains(batondriver.JobStates, p.State) {
 		return nil, badParams("unknown job state %q", p.State)
 	}
 	if p.Limit < 0 || p.Limit > maxListLimit || p.Offset < 0 {
@@ -699,9 +857,11 @@ func (d *Driver) JobList(_ context.Context, p *batondriver.JobListParams) (*bato
 	return res, nil
 }
 
-// JobRetry implements batondriver.JobDriver. The job's errors are kept. An
-// available job keeps its place and only has its attempts reset; a
-// completed job cannot be retried.
+// JobRetry implements batondriver.JobDriver. The job's errors are kept. A
+// retried job is admitted again at once (RunAt now): available, and a
+// waiter woken, or parked if its key is busy, whatever its OnBusy. An
+// available job is returned as it is; completed, running and parked jobs
+// cannot be retried.
 func (d *Driver) JobRetry(_ context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
 	if err := checkJob(p.Queue, p.ID); err != nil {
 		return nil, err
@@ -717,21 +877,27 @@ func (d *Driver) JobRetry(_ context.Context, p *batondriver.JobGetParams) (*bato
 	switch j.row.State {
 	case batondriver.JobStateRunning:
 		return nil, badParams("job %q is running: it cannot be retried before its attempt ends", p.ID)
+	case batondriver.JobStateParked:
+		return nil, badParams("job %q is parked: it runs when its key %q has a free slot", p.ID, j.row.Key)
 	case batondriver.JobStateCompleted:
-		return nil, badParams("job %q completed: only dead, cancelled and scheduled jobs can be retried", p.ID)
+		return nil, badParams("job %q completed: only dead, cancelled, dropped and scheduled jobs can be retried", p.ID)
 	case batondriver.JobStateAvailable:
-		j.row.Attempt = 0
 	default:
 		q.remove(j)
 		j.row.Attempt = 0
 		j.row.FinishedAt = time.Time{}
-		q.schedule(j, time.Time{}, time.Now())
-		q.wake(1)
+		if q.schedule(j, time.Time{}, time.Now()) {
+			q.wake(1)
+		}
 	}
 	return j.copyRow(), nil
 }
 
-// JobDelete implements batondriver.JobDriver.
+// JobDelete implements batondriver.JobDriver. Deleting an available job
+// frees its slot; deleting a parked one may let the next parked job of its
+// key in (when their default limits differ). Either promotes in the same
+// step. A period claim stays until it lapses; other claims of the job are
+// released.
 func (d *Driver) JobDelete(_ context.Context, p *batondriver.JobGetParams) error {
 	if err := checkJob(p.Queue, p.ID); err != nil {
 		return err
@@ -749,6 +915,13 @@ func (d *Driver) JobDelete(_ context.Context, p *batondriver.JobGetParams) error
 	}
 	q.remove(j)
 	delete(q.jobs, p.ID)
+	q.unclaim(j)
+	switch j.row.State {
+	case batondriver.JobStateAvailable:
+		q.wake(q.release(j))
+	case batondriver.JobStateParked:
+		q.wake(q.promote(q.keys[j.row.Key]))
+	}
 	return nil
 }
 
@@ -758,8 +931,8 @@ func (d *Driver) QueueStats(_ context.Context, p *batondriver.QueueParams) (*bat
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
-	res := &batondriver.QueueStatsResult{Queue: p.Queue, Counts: make(map[batondriver.JobState]int, len(jobStates))}
-	for _, st := range jobStates {
+	res := &batondriver.QueueStatsResult{Queue: p.Queue, Counts: make(map[batondriver.JobState]int, len(batondriver.JobStates))}
+	for _, st := range batondriver.JobStates {
 		res.Counts[st] = 0
 	}
 	s := &d.jobs
@@ -773,6 +946,8 @@ func (d *Driver) QueueStats(_ context.Context, p *batondriver.QueueParams) (*bat
 		res.Counts[st] = h.Len()
 	}
 	res.Paused = q.paused
+	res.Keys = len(q.active)
+	res.Dropped = q.dropped
 	if j := q.byRunAt.first(); j != nil {
 		res.OldestAvailable = j.row.RunAt
 	}

@@ -18,9 +18,21 @@ import (
 //	P:queue:{Q}:completed          sorted set: ID, score = when to delete it (server ms)
 //	P:queue:{Q}:dead               sorted set: ID, score = finished (server ms)
 //	P:queue:{Q}:cancelled          sorted set: ID, score = finished (server ms)
-//	P:queue:{Q}:meta               hash: seq (last arrival number), paused (kept forever)
+//	P:queue:{Q}:meta               hash: seq (last arrival number), paused, dropped, schedules' ticks (kept forever)
 //	P:queue:{Q}:wake               list: wake tokens for JobWait (at most 1000)
+//	P:queue:{Q}:keys               sorted set: active concurrency keys, score = -(parked count)
+//	P:queue:{Q}:parked             sorted set: parked job IDs, score = parked at (server ms)
+//	P:queue:{Q}:dropped            sorted set: dropped job IDs, score = finished (server ms)
+//	P:queue:{Q}:unique             hash: unique key -> "expiry:ID" of the job that claims it
+//	P:queue:{Q}:unique_periods     sorted set: unique keys with period claims, score = expiry (server ms)
+//	P:queue:{Q}:key:K:h            set: holders of concurrency key K (available and running job IDs)
+//	P:queue:{Q}:key:K:p            list: parked job IDs of K, head first
+//	P:queue:{Q}:key:K:m            hash: def (default limit), limit (override), fence (kept forever)
 //	P:queues                       set: every queue name ever inserted into (kept forever)
+//
+// A concurrency key K is any string of 1 to 512 bytes, used as it is: the
+// hash tag is the first {...} of the name, {Q}, whatever K holds, and the
+// fixed suffixes keep the three keys of different Ks apart.
 //
 // Queue names are restricted (checkQueue) so that they need no encoding and
 // read as themselves in redis-cli.
@@ -32,7 +44,7 @@ const maxQueueLen = 128
 // them (lua/joblib.lua), followed by job keys where a script takes them.
 type queueKeys struct {
 	base string   // "P:queue:{Q}:"
-	keys []string // the ten queue keys
+	keys []string // the sixteen queue keys
 }
 
 // The positions of the queue keys in queueKeys.keys.
@@ -47,6 +59,12 @@ const (
 	keyCancelled
 	keyWake
 	keyJobPrefix // "P:queue:{Q}:job:", a key prefix, not a key (see joblib.lua)
+	keyKeyPrefix // "P:queue:{Q}:key:", likewise
+	keyKeys
+	keyParked
+	keyDropped
+	keyUnique
+	keyUniquePeriods
 	numQueueKeys
 )
 
@@ -65,6 +83,12 @@ func (d *Driver) queueKeys(queue string) queueKeys {
 			keyCancelled:       base + "cancelled",
 			keyWake:            base + "wake",
 			keyJobPrefix:       base + "job:",
+			keyKeyPrefix:       base + "key:",
+			keyKeys:            base + "keys",
+			keyParked:          base + "parked",
+			keyDropped:         base + "dropped",
+			keyUnique:          base + "unique",
+			keyUniquePeriods:   base + "unique_periods",
 		},
 	}
 }

@@ -2,6 +2,7 @@ package batonredis
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -34,7 +35,7 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		return &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}}, nil
 	}
 	ids := make([]string, len(p.Jobs))
-	args := make([]string, 0, 8*len(p.Jobs))
+	args := make([]string, 0, insertArgs*len(p.Jobs)+2)
 	for i, j := range p.Jobs {
 		if err := checkInsert(j); err != nil {
 			return nil, jobErr(op, p.Queue, fmt.Errorf("job #%d: %w", i, err))
@@ -48,8 +49,17 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 			tags = string(b)
 		}
 		ids[i] = jobid.New()
+		var limit, delay, ukey, scope, conflict string
+		if j.Key != "" {
+			limit, delay = itoa(j.Limit), ms(j.BusyDelay)
+		}
+		if u := j.Unique; u != nil {
+			ukey, scope = u.Key, string(u.Scope)
+			conflict = ms(u.Period) + ":" + string(cmp.Or(u.OnConflict, batondriver.UniqueReturnExisting))
+		}
 		args = append(args, ids[i], j.Kind, string(j.Args), itoa(j.Priority), itoa(j.MaxAttempts),
-			tags, string(j.Metadata), strconv.FormatInt(runAtMS(j.RunAt), 10))
+			tags, string(j.Metadata), strconv.FormatInt(runAtMS(j.RunAt), 10),
+			j.Key, limit, string(onBusy(j)), delay, ukey, scope, conflict)
 	}
 	if p.Once != nil {
 		if p.Once.Name == "" || p.Once.Tick.IsZero() {
@@ -75,7 +85,7 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 	if e, ok := rueidis.IsRedisErr(reply.Error()); ok && e.IsNoScript() {
 		reply = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
-	v, err := reply.AsIntSlice()
+	arr, err := reply.ToArray()
 	if err == nil && !registered {
 		if err = sadd.Error(); err == nil {
 			d.queuesSeen.Store(p.Queue, struct{}{})
@@ -84,35 +94,146 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if len(v) == 2 && v[1] == -1 {
-		return &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}, Skipped: true}, nil
+	res, err := insertResult(p, ids, arr)
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
 	}
-	if len(v) != 1+len(p.Jobs) {
-		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(v)))
+	return res, nil
+}
+
+// insertArgs is the number of script arguments per job of job_insert.lua.
+const insertArgs = 15
+
+// The codes job_insert.lua replies per job (lua/joblib.lua, job_insert.lua).
+const (
+	insertAvailable = iota
+	insertScheduled
+	insertParked
+	insertDropped
+	insertRefused
+	insertDuplicate
+	insertReplaced
+	insertRejected
+)
+
+// insertResult converts job_insert.lua's reply: the server's time, a code
+// per job, then the rows of dropped jobs and twins.
+func insertResult(p *batondriver.JobInsertParams, ids []string, arr []rueidis.RedisMessage) (*batondriver.JobInsertResult, error) {
+	if len(arr) == 2 {
+		if skipped, _ := arr[1].AsInt64(); skipped == -1 {
+			return &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}, Skipped: true}, nil
+		}
 	}
-	now := time.UnixMilli(v[0])
-	out := &batondriver.JobInsertResult{Jobs: make([]*batondriver.JobRow, len(p.Jobs))}
+	if len(arr) < 1+len(p.Jobs) {
+		return nil, fmt.Errorf("unexpected reply of %d elements", len(arr))
+	}
+	nowMS, err := arr[0].AsInt64()
+	if err != nil {
+		return nil, err
+	}
+	now := time.UnixMilli(nowMS)
+	n := len(p.Jobs)
+	out := &batondriver.JobInsertResult{
+		Jobs:   make([]*batondriver.JobRow, n),
+		Status: make([]batondriver.JobInsertStatus, n),
+		Reason: make([]string, n),
+	}
+	tail := arr[1+n:]
 	for i, j := range p.Jobs {
-		row := &batondriver.JobRow{
-			ID:          ids[i],
-			Queue:       p.Queue,
-			Kind:        j.Kind,
-			Args:        bytes.Clone(j.Args),
-			Priority:    j.Priority,
-			State:       batondriver.JobStateAvailable,
-			MaxAttempts: j.MaxAttempts,
-			Tags:        slices.Clone(j.Tags),
-			Metadata:    bytes.Clone(j.Metadata),
-			CreatedAt:   now,
-			RunAt:       now,
+		code, err := arr[1+i].AsInt64()
+		if err != nil {
+			return nil, err
 		}
-		if v[1+i] == 1 {
-			row.State = batondriver.JobStateScheduled
-			row.RunAt = time.UnixMilli(runAtMS(j.RunAt))
+		out.Status[i] = batondriver.JobInserted
+		switch code {
+		case insertAvailable, insertScheduled, insertParked:
+			out.Jobs[i] = insertedRow(p.Queue, ids[i], j, code, now)
+			continue
+		case insertRefused:
+			out.Status[i], out.Reason[i] = batondriver.JobRejected, "key busy"
+			continue
+		case insertDuplicate:
+			out.Status[i] = batondriver.JobDuplicate
+		case insertReplaced:
+			out.Status[i] = batondriver.JobReplaced
+		case insertRejected:
+			out.Status[i] = batondriver.JobRejected
+		case insertDropped:
+		default:
+			return nil, fmt.Errorf("job #%d: unexpected code %d", i, code)
 		}
-		out.Jobs[i] = row
+		// Dropped jobs and twins are followed by their ID and fields.
+		if len(tail) < 2 {
+			return nil, fmt.Errorf("job #%d: reply lacks its row", i)
+		}
+		id, err := tail[0].ToString()
+		if err != nil {
+			return nil, err
+		}
+		row := &batondriver.JobRow{ID: id, Queue: p.Queue} // a period's twin may be gone
+		if !tail[1].IsNil() {
+			fields, err := tail[1].ToArray()
+			if err != nil {
+				return nil, err
+			}
+			if row, err = rowFrom(p.Queue, id, fields); err != nil {
+				return nil, err
+			}
+		}
+		if out.Status[i] == batondriver.JobRejected {
+			out.Reason[i] = fmt.Sprintf("duplicate of %s", id)
+		}
+		out.Jobs[i], tail = row, tail[2:]
 	}
 	return out, nil
+}
+
+// insertedRow is the row of job j, stored as ID id with code at now,
+// without reading it back.
+func insertedRow(queue, id string, j *batondriver.JobInsert, code int64, now time.Time) *batondriver.JobRow {
+	row := &batondriver.JobRow{
+		ID:          id,
+		Queue:       queue,
+		Kind:        j.Kind,
+		Args:        bytes.Clone(j.Args),
+		Priority:    j.Priority,
+		State:       batondriver.JobStateAvailable,
+		MaxAttempts: j.MaxAttempts,
+		Tags:        slices.Clone(j.Tags),
+		Metadata:    bytes.Clone(j.Metadata),
+		CreatedAt:   now,
+		RunAt:       now,
+	}
+	if j.Key != "" {
+		row.Key, row.Limit, row.OnBusy = j.Key, j.Limit, onBusy(j)
+	}
+	if j.Unique != nil {
+		row.Unique, row.UniqueScope = j.Unique.Key, j.Unique.Scope
+	}
+	switch code {
+	case insertScheduled:
+		row.State = batondriver.JobStateScheduled
+		if at := runAtMS(j.RunAt); at > now.UnixMilli() {
+			row.RunAt = time.UnixMilli(at)
+		} else { // rescheduled: its key was busy
+			row.RunAt = now.Add(j.BusyDelay.Truncate(time.Millisecond))
+		}
+	case insertParked:
+		row.State, row.ParkedAt, row.OnBusy = batondriver.JobStateParked, now, batondriver.OnBusyWait
+	case insertAvailable:
+		if row.Key != "" {
+			row.OnBusy = batondriver.OnBusyWait
+		}
+	}
+	return row
+}
+
+// onBusy is j's on-busy policy, OnBusyWait by default.
+func onBusy(j *batondriver.JobInsert) batondriver.OnBusy {
+	if j.Key == "" {
+		return ""
+	}
+	return cmp.Or(j.OnBusy, batondriver.OnBusyWait)
 }
 
 // runAtMS is t in Unix ms for a script, rounded up so that a job never
@@ -140,7 +261,7 @@ func checkInsert(j *batondriver.JobInsert) error {
 	case j.MaxAttempts < 1:
 		return fmt.Errorf("%w: MaxAttempts %d is less than 1", batondriver.ErrBadParams, j.MaxAttempts)
 	}
-	return nil
+	return batondriver.CheckJobInsertKeys(j)
 }
 
 // JobFetch implements batondriver.JobDriver. The jobs' leases are 128
@@ -150,11 +271,11 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if p.Max < 1 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 || p.DeadRetention < 0 {
-		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Max %d, LeaseTTL %v, RecoverDelay %v, DeadRetention %v",
-			batondriver.ErrBadParams, p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention))
+	if p.Max < 1 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 || p.DeadRetention < 0 || p.DroppedRetention < 0 {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Max %d, LeaseTTL %v, RecoverDelay %v, DeadRetention %v, DroppedRetention %v",
+			batondriver.ErrBadParams, p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention, p.DroppedRetention))
 	}
-	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max), ms(p.DeadRetention)}
+	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max), ms(p.DeadRetention), ms(p.DroppedRetention)}
 	arr, err := d.scripts.jobFetch.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, args).ToArray()
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
@@ -273,7 +394,7 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		}
 		switch f.Outcome {
 		case batondriver.JobOutcomeCompleted, batondriver.JobOutcomeRetry, batondriver.JobOutcomeSnooze,
-			batondriver.JobOutcomeCancel, batondriver.JobOutcomeDead:
+			batondriver.JobOutcomeCancel, batondriver.JobOutcomeDead, batondriver.JobOutcomeAgain:
 		default:
 			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: unknown outcome %q", batondriver.ErrBadParams, f.Outcome))
 		}
@@ -357,12 +478,7 @@ func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*ba
 }
 
 func validState(s batondriver.JobState) bool {
-	switch s {
-	case batondriver.JobStateAvailable, batondriver.JobStateScheduled, batondriver.JobStateRunning,
-		batondriver.JobStateCompleted, batondriver.JobStateDead, batondriver.JobStateCancelled:
-		return true
-	}
-	return false
+	return slices.Contains(batondriver.JobStates, s)
 }
 
 // JobRetry implements batondriver.JobDriver.
@@ -428,10 +544,10 @@ func (d *Driver) QueueStats(ctx context.Context, p *batondriver.QueueParams) (*b
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if len(arr) != 8 {
+	if len(arr) != 12 {
 		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
 	}
-	n := make([]int64, 7)
+	n := make([]int64, 11)
 	for i := range n {
 		if n[i], err = arr[i].AsInt64(); err != nil {
 			return nil, jobErr(op, p.Queue, err)
@@ -447,9 +563,13 @@ func (d *Driver) QueueStats(ctx context.Context, p *batondriver.QueueParams) (*b
 			batondriver.JobStateCompleted: int(n[4]),
 			batondriver.JobStateDead:      int(n[5]),
 			batondriver.JobStateCancelled: int(n[6]),
+			batondriver.JobStateParked:    int(n[7]),
+			batondriver.JobStateDropped:   int(n[8]),
 		},
+		Keys:    int(n[9]),
+		Dropped: n[10],
 	}
-	if oldest, err := arr[7].AsInt64(); err == nil {
+	if oldest, err := arr[11].AsInt64(); err == nil {
 		res.OldestAvailable = time.UnixMilli(oldest)
 	}
 	return res, nil
@@ -513,7 +633,7 @@ func codeErr(code int64, id, state string) error {
 	case codeNotFound:
 		return fmt.Errorf("%w: %q", batondriver.ErrJobNotFound, id)
 	case codeNotRetryable:
-		return fmt.Errorf("%w: job %q is %s; only dead, cancelled, scheduled and available jobs can be retried",
+		return fmt.Errorf("%w: job %q is %s; only dead, cancelled, dropped, scheduled and available jobs can be retried",
 			batondriver.ErrBadParams, id, state)
 	case codeRunning:
 		return fmt.Errorf("%w: job %q is running and cannot be deleted", batondriver.ErrBadParams, id)
@@ -523,7 +643,8 @@ func codeErr(code int64, id, state string) error {
 
 // jobFields are a job hash's fields, in the order of F in lua/joblib.lua.
 var jobFields = [...]string{"kind", "args", "prio", "state", "attempt", "max", "tags", "meta",
-	"created", "run_at", "attempted", "finished", "errors", "lease", "lease_until"}
+	"created", "run_at", "attempted", "finished", "errors", "lease", "lease_until",
+	"key", "limit", "onbusy", "delay", "fence", "ukey", "uscope", "runs", "parked"}
 
 // The positions of the fields in jobFields.
 const (
@@ -542,6 +663,15 @@ const (
 	fieldErrors
 	fieldLease
 	fieldLeaseUntil
+	fieldKey
+	fieldLimit
+	fieldOnBusy
+	fieldDelay
+	fieldFence
+	fieldUnique
+	fieldUniqueScope
+	fieldRuns
+	fieldParked
 )
 
 // rows converts a reply of jobs, each an ID followed by the array of its
@@ -603,7 +733,15 @@ func rowFrom(queue, id string, f []rueidis.RedisMessage) (*batondriver.JobRow, e
 		FinishedAt:  t(fieldFinished),
 		Lease:       s(fieldLease),
 		LeaseUntil:  t(fieldLeaseUntil),
+		Key:         s(fieldKey),
+		Limit:       n(fieldLimit),
+		OnBusy:      batondriver.OnBusy(s(fieldOnBusy)),
+		Unique:      s(fieldUnique),
+		UniqueScope: batondriver.UniqueScope(s(fieldUniqueScope)),
+		Runs:        n(fieldRuns),
+		ParkedAt:    t(fieldParked),
 	}
+	row.Fence, _ = strconv.ParseInt(s(fieldFence), 10, 64)
 	if v := s(fieldArgs); v != "" {
 		row.Args = []byte(v)
 	}

@@ -121,6 +121,7 @@ func TestJobInsertFetchFinish(t *testing.T) {
 	require.Equal(t, map[batondriver.JobState]int{
 		batondriver.JobStateAvailable: 1, batondriver.JobStateRunning: 1, batondriver.JobStateCompleted: 2,
 		batondriver.JobStateScheduled: 0, batondriver.JobStateDead: 0, batondriver.JobStateCancelled: 0,
+		batondriver.JobStateParked: 0, batondriver.JobStateDropped: 0,
 	}, stats.Counts)
 	require.Equal(t, rows[2].RunAt, stats.OldestAvailable)
 

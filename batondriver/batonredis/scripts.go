@@ -64,6 +64,15 @@ var luaJobList string
 //go:embed lua/job_stats.lua
 var luaJobStats string
 
+//go:embed lua/key_setlimit.lua
+var luaKeySetLimit string
+
+//go:embed lua/key_get.lua
+var luaKeyGet string
+
+//go:embed lua/key_list.lua
+var luaKeyList string
+
 // scripts holds the compiled transitions. Tests swap single scripts for
 // deliberately broken variants to show that the checkers catch them.
 type scripts struct {
@@ -74,6 +83,7 @@ type scripts struct {
 	jobInsert                                pipelinedScript
 	jobFetch, jobExtend, jobFinish, jobRetry *rueidis.Lua
 	jobDelete, jobPause, jobList, jobStats   *rueidis.Lua
+	keySetLimit, keyGet, keyList             *rueidis.Lua
 }
 
 // pipelinedScript is a script that callers send with EVALSHA inside a
@@ -82,7 +92,12 @@ type pipelinedScript struct {
 	src, sha string
 }
 
-func newScripts() *scripts {
+// newScripts compiles the scripts, the job scripts with jobLib as their
+// shared definitions (luaJobLib but in tests of broken variants).
+func newScripts(jobLib string) *scripts {
+	compileJob := func(body string) *rueidis.Lua {
+		return rueidis.NewLuaScript(jobLib + "\n" + body)
+	}
 	return &scripts{
 		acquire:  compile(luaAcquire),
 		release:  compile(luaRelease),
@@ -93,7 +108,7 @@ func newScripts() *scripts {
 		// server must give a clear error here as everywhere else.
 		inspect: compile(luaInspect),
 
-		jobInsert: pipelined(luaJobLib + "\n" + luaJobInsert),
+		jobInsert: pipelined(jobLib + "\n" + luaJobInsert),
 		jobFetch:  compileJob(luaJobFetch),
 		jobExtend: compileJob(luaJobExtend),
 		jobFinish: compileJob(luaJobFinish),
@@ -103,6 +118,11 @@ func newScripts() *scripts {
 		// Read-only like inspect, and sent as EVALSHA for the same reason.
 		jobList:  compileJob(luaJobList),
 		jobStats: compileJob(luaJobStats),
+
+		keySetLimit: compileJob(luaKeySetLimit),
+		// Read-only, sent as EVALSHA like inspect.
+		keyGet:  compileJob(luaKeyGet),
+		keyList: compileJob(luaKeyList),
 	}
 }
 
@@ -110,13 +130,9 @@ func compile(body string) *rueidis.Lua {
 	return rueidis.NewLuaScript(luaLib + "\n" + body)
 }
 
-func compileJob(body string) *rueidis.Lua {
-	return rueidis.NewLuaScript(luaJobLib + "\n" + body)
-}
-
 func pipelined(src string) pipelinedScript {
 	sum := sha1.Sum([]byte(src))
 	return pipelinedScript{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
-var defaultScripts = newScripts()
+var defaultScripts = newScripts(luaJobLib)

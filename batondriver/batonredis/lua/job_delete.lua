@@ -1,21 +1,34 @@
 -- job_delete.lua: remove a job that is not running.
 --
--- KEYS: M A T S R C D X W J (see joblib.lua), then KEYS[11] the job's key.
+-- KEYS: the queue keys (see joblib.lua), then KEYS[17] the job's key. This
+-- script builds its concurrency key's keys from K (see joblib.lua).
 -- ARGV[1] the job's ID
 --
--- Returns 0, or NOT_FOUND or RUNNING (see joblib.lua).
+-- Returns 0, or NOT_FOUND or RUNNING (see joblib.lua). An available keyed
+-- job frees its slot and a parked one leaves its key's queue, promoting
+-- parked jobs into free slots; the job gives up its unique key (unless it is
+-- a period's claim, which lapses with the period).
 local key, id = KEYS[FIRST_JOB_KEY], ARGV[1]
-local state = redis.call('HGET', key, 'state')
+local v = redis.call('HMGET', key, 'state', 'key', 'ukey')
+local state, k = v[1], v[2]
 if not state then return NOT_FOUND end
 if state == 'running' then return RUNNING end
+local avail = new_batch()
 if state == 'available' then
   local score = redis.call('ZSCORE', A, id)
   if score then
     redis.call('ZREM', T, t_member(id, tonumber(score)))
     redis.call('ZREM', A, id)
   end
+  release(avail, id, k, now_ms())
 else
   redis.call('ZREM', state_set(state), id)
+  if state == 'parked' then
+    redis.call('LREM', K .. k .. ':p', 1, id)
+    promote(avail, k, now_ms())
+  end
 end
+unclaim(v[3], id)
 redis.call('DEL', key)
+wake(flush_available(avail))
 return 0

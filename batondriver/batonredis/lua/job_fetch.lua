@@ -1,8 +1,10 @@
--- job_fetch.lua: make due jobs available, take back expired leases, sweep
--- expired completed jobs, then lease available jobs to the caller.
+-- job_fetch.lua: admit due jobs, take back expired leases, sweep expired
+-- completed, dropped and dead jobs and unique claims, then lease available
+-- jobs to the caller.
 --
--- KEYS: M A T S R C D X W J (see joblib.lua). This script builds job keys as
--- J .. id: the IDs come from A, S, R and C (see the exception in joblib.lua).
+-- KEYS: the queue keys (see joblib.lua). This script builds job keys as J ..
+-- id and concurrency keys' keys from K: the IDs come from A, S, R and C, the
+-- concurrency keys from those jobs (see the exception in joblib.lua).
 -- ARGV[1] most jobs to lease (n)
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] recover delay in ms
@@ -11,19 +13,25 @@
 --         n arguments: an idle poll would pay for n unused arguments)
 -- ARGV[5] dead retention in ms: dead and cancelled jobs that finished longer
 --         ago are deleted; "0" keeps them
+-- ARGV[6] dropped retention in ms, the same for dropped jobs
 --
 -- Returns {server ms, paused (0|1), recovered count, earliest scheduled
 -- run_at or false, then per leased job its ID and the array of its fields
 -- (F in joblib.lua)}, jobs in fetch order: priority, then arrival.
 --
 -- Each step handles at most BATCH jobs, so a fetch costs a bounded time:
---  1. scheduled jobs whose run_at has come become available;
---  2. running jobs whose lease_until has come are taken back, their attempt
---     counted and the error "lease expired" recorded: dead if the attempts
---     are used up, else scheduled RecoverDelay from now (available if 0);
+--  1. scheduled jobs whose run_at has come are admitted (a keyed job may be
+--     parked, or by its on-busy policy dropped or rescheduled);
+--  2. running jobs whose lease_until has come are taken back, their key
+--     slots freed (promoting parked jobs), their attempt counted and the
+--     error "lease expired" recorded: dead if the attempts are used up, else
+--     scheduled RecoverDelay from now (admitted at once if 0);
 --  3. completed jobs whose retention ended are deleted, and so are dead and
---     cancelled jobs older than the dead retention.
--- Unless the queue is paused, up to n available jobs are then leased. Jobs
+--     cancelled jobs older than the dead retention, dropped ones older than
+--     the dropped retention, and lapsed period claims of unique keys.
+-- Unless the queue is paused, up to n available jobs are then leased; a
+-- keyed job gets its key's next fencing token, and a job unique while
+-- running claims its unique key (one unique while queued gives it up). Jobs
 -- made available by steps 1 and 2 and not leased here wake other fetchers;
 -- when no job is left available, the wake list is deleted.
 local max, ttl, delay = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -40,19 +48,31 @@ local due = {}
 if next_run_at and next_run_at <= now then
   due = redis.call('ZRANGE', S, '-inf', now, 'BYSCORE', 'LIMIT', 0, BATCH, 'WITHSCORES')
 end
+local resched = {}
 if #due > 0 then
   local ids = {}
+  for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+  redis.call('ZREM', S, unpack(ids))
   for i = 1, #due, 2 do
     local id = due[i]
-    ids[#ids + 1] = id
     local key = J .. id
-    local prio = redis.call('HGET', key, 'prio')
-    if prio then
-      redis.call('HSET', key, 'state', 'available')
-      make_available(avail, id, prio, tonumber(due[i + 1]))
+    local v = redis.call('HMGET', key, 'prio', 'key', 'limit', 'onbusy', 'delay', 'errors', 'attempt', 'ukey')
+    if v[1] then
+      local j = {}
+      j[FI.prio], j[FI.key], j[FI.limit], j[FI.onbusy], j[FI.delay], j[FI.errors], j[FI.attempt] =
+        v[1], v[2], v[3], v[4], v[5], v[6], v[7]
+      local t = {}
+      local code, at = admit(avail, t, id, j, tonumber(due[i + 1]), now, v[4] and v[4] ~= 'wait', false)
+      if code == SCHEDULED then
+        resched[#resched + 1] = at
+        resched[#resched + 1] = id
+      elseif code == DROPPED then
+        unclaim(v[8], id)
+      end
+      redis.call('HSET', key, unpack(t))
     end
   end
-  redis.call('ZREM', S, unpack(ids))
+  zadd(S, resched)
 end
 
 -- 2. Expired leases.
@@ -62,28 +82,36 @@ if #expired > 0 then
   local sched, dead = {}, {}
   for _, id in ipairs(expired) do
     local key = J .. id
-    local v = redis.call('HMGET', key, 'attempt', 'max', 'prio', 'errors')
+    local v = redis.call('HMGET', key, 'attempt', 'max', 'prio', 'errors', 'key', 'limit', 'ukey', 'uscope')
     if v[1] then
       local attempt = tonumber(v[1])
       local errors = add_error({errors = v[4]}, attempt, now, 'lease expired')
+      release(avail, id, v[5], now)
+      if v[8] == 'running' then unclaim(v[7], id) end
+      local t = {'errors', errors, 'lease', '', 'lease_until', ''}
       if attempt >= tonumber(v[2]) then
-        redis.call('HSET', key, 'state', 'dead', 'finished', snow, 'errors', errors, 'lease', '', 'lease_until', '')
+        unclaim(v[7], id)
+        put(t, 'state', 'dead', 'finished', snow)
         dead[#dead + 1] = now
         dead[#dead + 1] = id
       elseif delay > 0 then
-        redis.call('HSET', key, 'state', 'scheduled', 'run_at', int(now + delay), 'errors', errors, 'lease', '', 'lease_until', '')
+        put(t, 'state', 'scheduled', 'run_at', int(now + delay))
         sched[#sched + 1] = now + delay
         sched[#sched + 1] = id
       else
-        redis.call('HSET', key, 'state', 'available', 'run_at', snow, 'errors', errors, 'lease', '', 'lease_until', '')
-        make_available(avail, id, v[3], now)
+        local j = {}
+        j[FI.prio], j[FI.key], j[FI.limit] = v[3], v[5], v[6]
+        put(t, 'run_at', snow)
+        admit(avail, t, id, j, now, now, false, false)
       end
+      redis.call('HSET', key, unpack(t))
     end
   end
   zadd(S, sched)
   zadd(D, dead)
   if #sched > 0 then due = {true} end -- S changed: look at its head again
 end
+if #resched > 0 then due = {true} end
 local made = flush_available(avail)
 
 -- 3. Completed jobs past their retention, then the dead set's.
@@ -97,10 +125,24 @@ local function sweep(set, upto)
   end
 end
 sweep(C, now)
-local dead_retention = tonumber(ARGV[5])
+local dead_retention, dropped_retention = tonumber(ARGV[5]), tonumber(ARGV[6])
 if dead_retention > 0 then
   sweep(D, now - dead_retention)
   sweep(X, now - dead_retention)
+end
+if dropped_retention > 0 then
+  sweep(Y, now - dropped_retention)
+end
+local lapsed = redis.call('ZRANGE', UP, '-inf', now, 'BYSCORE', 'LIMIT', 0, BATCH)
+if #lapsed > 0 then
+  for _, u in ipairs(lapsed) do
+    local c = redis.call('HGET', U, u)
+    if c then
+      local expiry = tonumber(string.sub(c, 1, string.find(c, ':', 1, true) - 1))
+      if expiry > 0 and expiry <= now then redis.call('HDEL', U, u) end
+    end
+  end
+  redis.call('ZREM', UP, unpack(lapsed))
 end
 
 if #due > 0 then
@@ -123,10 +165,14 @@ for i = 1, #popped, 2 do
   if v then
     local k = (i - 1) / 2 -- 0-based: popped holds IDs and scores
     local attempt, lease = int(tonumber(v[FI.attempt]) + 1), string.sub(ARGV[4], k * LEASE_LEN + 1, (k + 1) * LEASE_LEN)
-    redis.call('HSET', key, 'state', 'running', 'attempt', attempt, 'attempted', snow,
-      'lease', lease, 'lease_until', suntil)
-    v[FI.state], v[FI.attempt], v[FI.attempted], v[FI.lease], v[FI.lease_until] =
-      'running', attempt, snow, lease, suntil
+    local t = {'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', lease, 'lease_until', suntil}
+    if v[FI.key] and v[FI.key] ~= '' then put(t, 'fence', int(next_fence(v[FI.key], now))) end
+    if v[FI.uscope] == 'running' then
+      claim(v[FI.ukey], id, 0)
+    elseif v[FI.uscope] == 'queued' then
+      unclaim(v[FI.ukey], id)
+    end
+    update(key, v, t)
     running[#running + 1] = until_
     running[#running + 1] = id
     push_job(out, id, v)

@@ -1,20 +1,31 @@
 -- job_finish.lua: record the outcomes of leased attempts.
 --
--- KEYS: M A T S R C D X W J (see joblib.lua), then KEYS[11..10+n] the jobs' keys.
+-- KEYS: the queue keys (see joblib.lua), then KEYS[17..16+n] the jobs' keys.
+-- This script builds concurrency keys' keys from K: the concurrency keys
+-- are stored in the jobs (see the exception in joblib.lua).
 -- ARGV[1] retention of completed jobs in ms (0: delete them at once)
 -- ARGV[5i-3..5i+1] for the i-th job: ID, lease, outcome (completed, retry,
---   snooze, cancel, dead), error, run_at in ms for retry and snooze ("0": now)
+--   snooze, cancel, dead, again), error, run_at in ms for retry, snooze and
+--   again ("0": now)
 --
 -- Returns the 1-based indexes of stale outcomes: the job was not running
 -- with that lease, or its lease_until had come. They change nothing.
 --
--- Outcomes (docs/job-states.md); every one clears the lease:
+-- Every outcome clears the lease and first frees the job's key slot,
+-- promoting the key's parked jobs into the freed slots (docs/concurrency.md).
+-- Then (docs/job-states.md):
 --   completed: deleted, or kept in C until now + retention, finished = now;
 --   retry:     error recorded; dead if attempt >= max, else scheduled at
---              run_at (available at once if run_at is not after now);
+--              run_at (admitted at once if run_at is not after now);
 --   snooze:    the attempt is given back, no error; scheduled as retry;
+--   again:     a new run: attempt 0, runs + 1; scheduled or admitted as
+--              retry — unless the job is unique while queued and a queued
+--              twin holds its unique key, which then is the next run: the
+--              job is completed;
 --   cancel:    error recorded; cancelled (in X), finished = now;
 --   dead:      error recorded; dead (in D), finished = now.
+-- A job that ends releases its unique key, as does one unique while
+-- running that stops running.
 local retention = tonumber(ARGV[1])
 local now = now_ms()
 local snow = int(now)
@@ -22,62 +33,91 @@ local stale, ended, gone = {}, {}, {}
 local completed, sched, dead, cancelled = {}, {}, {}, {}
 local avail = new_batch()
 
--- End job id at key in a terminal state, listed in set.
-local function finish(key, id, state, set, errors)
-  redis.call('HSET', key, 'state', state, 'finished', snow, 'lease', '', 'lease_until', '', 'errors', errors)
+-- End job id at key in a terminal state, listed in set, with the fields
+-- in t besides.
+local function finish(key, id, state, set, t)
+  put(t, 'state', state, 'finished', snow)
+  redis.call('HSET', key, unpack(t))
   set[#set + 1] = now
   set[#set + 1] = id
 end
 
--- Run job id at key again at ms at; t holds fields to set besides.
-local function again(key, id, prio, at, t)
+-- Complete job id at key, kept until now + retention.
+local function complete(key, id, t)
+  if retention == 0 then
+    gone[#gone + 1] = key
+    return
+  end
+  put(t, 'state', 'completed', 'finished', snow)
+  redis.call('HSET', key, unpack(t))
+  completed[#completed + 1] = now + retention
+  completed[#completed + 1] = id
+end
+
+-- Run job id at key again at ms at: admitted now, or scheduled; t holds
+-- fields to set besides.
+local function again(key, id, j, at, t)
   if at <= now then
-    t[#t + 1] = 'state'
-    t[#t + 1] = 'available'
-    at = now
-    make_available(avail, id, prio, now)
+    put(t, 'run_at', snow)
+    admit(avail, t, id, j, now, now, false, false)
   else
-    t[#t + 1] = 'state'
-    t[#t + 1] = 'scheduled'
+    put(t, 'state', 'scheduled', 'run_at', int(at))
     sched[#sched + 1] = at
     sched[#sched + 1] = id
   end
-  t[#t + 1] = 'run_at'
-  t[#t + 1] = int(at)
-  redis.call('HSET', key, 'lease', '', 'lease_until', '', unpack(t))
+  redis.call('HSET', key, unpack(t))
 end
 
 for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
   local key = KEYS[FIRST_JOB_KEY + i - 1]
   local a = 5 * i - 3
   local id, lease, outcome, msg, run_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4])
-  local v = redis.call('HMGET', key, 'state', 'lease', 'lease_until', 'attempt', 'max', 'prio', 'errors')
+  local v = redis.call('HMGET', key, 'state', 'lease', 'lease_until', 'attempt', 'max', 'prio', 'errors',
+    'key', 'limit', 'ukey', 'uscope', 'runs')
   if v[1] ~= 'running' or v[2] ~= lease or tonumber(v[3]) <= now then
     stale[#stale + 1] = i
   else
     ended[#ended + 1] = id
-    local attempt, j = tonumber(v[4]), {errors = v[7]}
+    local attempt = tonumber(v[4])
+    local u, scope = v[10], v[11]
+    release(avail, id, v[8], now)
+    if scope == 'running' then unclaim(u, id) end
+    local j = {}
+    j[FI.prio], j[FI.key], j[FI.limit] = v[6], v[8], v[9]
+    local t = {'lease', '', 'lease_until', ''}
+    local errors = function() return add_error({errors = v[7]}, attempt, now, msg) end
     if outcome == 'completed' then
-      if retention == 0 then
-        gone[#gone + 1] = key
-      else
-        redis.call('HSET', key, 'state', 'completed', 'finished', snow, 'lease', '', 'lease_until', '')
-        completed[#completed + 1] = now + retention
-        completed[#completed + 1] = id
-      end
+      unclaim(u, id)
+      complete(key, id, t)
     elseif outcome == 'retry' then
-      local errors = add_error(j, attempt, now, msg)
+      put(t, 'errors', errors())
       if attempt >= tonumber(v[5]) then
-        finish(key, id, 'dead', dead, errors)
+        unclaim(u, id)
+        finish(key, id, 'dead', dead, t)
       else
-        again(key, id, v[6], run_at, {'errors', errors})
+        again(key, id, j, run_at, t)
       end
     elseif outcome == 'snooze' then
-      again(key, id, v[6], run_at, {'attempt', int(math.max(attempt - 1, 0))})
+      put(t, 'attempt', int(math.max(attempt - 1, 0)))
+      again(key, id, j, run_at, t)
+    elseif outcome == 'again' then
+      local c = scope == 'queued' and redis.call('HGET', U, u)
+      local other = c and string.sub(c, string.find(c, ':', 1, true) + 1)
+      if other and other ~= id and QUEUED[redis.call('HGET', J .. other, 'state')] then
+        complete(key, id, t)
+      else
+        if scope == 'queued' then claim(u, id, 0) end
+        put(t, 'attempt', '0', 'runs', int((tonumber(v[12]) or 0) + 1))
+        again(key, id, j, run_at, t)
+      end
     elseif outcome == 'cancel' then
-      finish(key, id, 'cancelled', cancelled, add_error(j, attempt, now, msg))
+      unclaim(u, id)
+      put(t, 'errors', errors())
+      finish(key, id, 'cancelled', cancelled, t)
     else -- dead
-      finish(key, id, 'dead', dead, add_error(j, attempt, now, msg))
+      unclaim(u, id)
+      put(t, 'errors', errors())
+      finish(key, id, 'dead', dead, t)
     end
   end
 end

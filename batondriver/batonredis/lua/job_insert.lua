@@ -1,55 +1,113 @@
--- job_insert.lua: add jobs to the queue, each available now or scheduled.
+-- job_insert.lua: add jobs to the queue, in order, each admitted now or
+-- scheduled, or resolved to a unique twin.
 --
--- KEYS: M A T S R C D X W J (see joblib.lua), then KEYS[11..10+n] the keys of
--- the n new jobs.
--- ARGV: eight per job, in the order of the job keys: id, kind, args,
+-- KEYS: the queue keys (see joblib.lua), then KEYS[17..16+n] the keys of the
+-- n new jobs.
+-- ARGV: fifteen per job, in the order of the job keys: id, kind, args,
 -- priority, max attempts, tags (JSON or ""), metadata (or ""), run_at (ms;
--- "0" for now). Then, optionally, two more: the name of a recurring
--- schedule and the tick (ms) the insert is for.
+-- "0" for now), concurrency key (or ""), its default limit, on-busy policy,
+-- busy delay (ms), unique key (or ""), unique scope, then the unique period
+-- (ms) and the conflict answer joined as "period:answer". Then, optionally,
+-- two more: the name of a recurring schedule and the tick (ms) the insert is
+-- for.
 --
--- Returns {server ms, then per job 1 if scheduled or 0 if available}, or
--- {server ms, -1} if the schedule's tick was inserted already (M keeps the
--- last tick per schedule, field "once:<name>"). A job whose run_at is not
--- after now is available at once, with run_at = now; one waiting fetcher is
--- woken per available job (at most 64), and one more if a scheduled job is
--- now the queue's earliest.
+-- Returns {server ms, then a code per job, then for each job whose code is
+-- DROPPED or a twin code its ID and fields (F in joblib.lua)}, or {server
+-- ms, -1} if the schedule's tick was inserted already (M keeps the last tick
+-- per schedule, field "once:<name>"). Codes: AVAILABLE, SCHEDULED, PARKED,
+-- DROPPED, REFUSED (OnBusyFail: nothing stored) from joblib.lua, and
+-- DUPLICATE, REPLACED, REJECTED for a unique twin (whose fields follow; the
+-- twin of a period claim may be gone: false then). A job whose run_at is not
+-- after now is admitted (docs/concurrency.md) with run_at = now; one waiting
+-- fetcher is woken per job made available (at most 64), and one more if a
+-- scheduled job is now the queue's earliest.
+local DUPLICATE, REPLACED, REJECTED = 5, 6, 7
+local PER_JOB = 15
 local now = now_ms()
 local njobs = #KEYS - FIRST_JOB_KEY + 1
-if #ARGV > njobs * 8 then
-  local field, tick = 'once:' .. ARGV[njobs * 8 + 1], tonumber(ARGV[njobs * 8 + 2])
+if #ARGV > njobs * PER_JOB then
+  local field, tick = 'once:' .. ARGV[njobs * PER_JOB + 1], tonumber(ARGV[njobs * PER_JOB + 2])
   local last = tonumber(redis.call('HGET', M, field) or '-1')
   if tick <= last then
     return {now, -1}
   end
-  redis.call('HSET', M, field, ARGV[njobs * 8 + 2])
+  redis.call('HSET', M, field, ARGV[njobs * PER_JOB + 2])
 end
 local snow = int(now)
-local out = {now}
+local out, rows = {now}, {}
 local sched, avail = {}, new_batch()
 for i = FIRST_JOB_KEY, #KEYS do
-  local a = (i - FIRST_JOB_KEY) * 8
+  local a = (i - FIRST_JOB_KEY) * PER_JOB
   local id, run_at = ARGV[a + 1], tonumber(ARGV[a + 8])
-  local state, sat = 'available', snow
-  if run_at > now then
-    state, sat = 'scheduled', ARGV[a + 8]
-    sched[#sched + 1] = run_at
-    sched[#sched + 1] = id
-    out[#out + 1] = 1
-  else
-    make_available(avail, id, ARGV[a + 4], now)
-    out[#out + 1] = 0
+  local u, scope = ARGV[a + 13], ARGV[a + 14]
+  local code
+  local twin_id, tv
+  if u ~= '' then
+    local sep = string.find(ARGV[a + 15], ':', 1, true)
+    local period, answer = tonumber(string.sub(ARGV[a + 15], 1, sep - 1)), string.sub(ARGV[a + 15], sep + 1)
+    twin_id, tv = twin(u, scope, period, now)
+    if twin_id then
+      code = DUPLICATE
+      if answer == 'reject' then
+        code = REJECTED
+      elseif answer == 'replace' and tv and QUEUED[tv[FI.state]] then
+        code = REPLACED
+        local t = {'args', ARGV[a + 3]}
+        if run_at > now and tv[FI.state] == 'scheduled' then
+          put(t, 'run_at', ARGV[a + 8])
+          redis.call('ZADD', S, run_at, twin_id)
+          sched[#sched + 1] = run_at
+          sched[#sched + 1] = false -- only for the earliest-run_at check
+        end
+        update(J .. twin_id, tv, t)
+      end
+      rows[#rows + 1] = twin_id
+      rows[#rows + 1] = tv or false
+    end
   end
-  local t = {'kind', ARGV[a + 2], 'args', ARGV[a + 3], 'prio', ARGV[a + 4],
-    'state', state, 'attempt', '0', 'max', ARGV[a + 5], 'created', snow, 'run_at', sat}
-  if ARGV[a + 6] ~= '' then
-    t[#t + 1] = 'tags'
-    t[#t + 1] = ARGV[a + 6]
+  if not code then
+    local t = {'kind', ARGV[a + 2], 'args', ARGV[a + 3], 'prio', ARGV[a + 4],
+      'attempt', '0', 'max', ARGV[a + 5], 'created', snow}
+    if ARGV[a + 6] ~= '' then put(t, 'tags', ARGV[a + 6]) end
+    if ARGV[a + 7] ~= '' then put(t, 'meta', ARGV[a + 7]) end
+    local k = ARGV[a + 9]
+    if k ~= '' then
+      put(t, 'key', k, 'limit', ARGV[a + 10], 'onbusy', ARGV[a + 11])
+      if ARGV[a + 11] == 'reschedule' then put(t, 'delay', ARGV[a + 12]) end
+    end
+    if u ~= '' then put(t, 'ukey', u, 'uscope', scope) end
+    local v = {}
+    v[FI.key], v[FI.limit], v[FI.onbusy], v[FI.delay], v[FI.prio], v[FI.attempt] =
+      k, ARGV[a + 10], ARGV[a + 11], ARGV[a + 12], ARGV[a + 4], 0
+    local at
+    if run_at > now then
+      put(t, 'state', 'scheduled', 'run_at', ARGV[a + 8])
+      code, at = SCHEDULED, run_at
+    else
+      put(t, 'run_at', snow)
+      code, at = admit(avail, t, id, v, now, now, true, true)
+    end
+    if code == SCHEDULED then
+      sched[#sched + 1] = at
+      sched[#sched + 1] = id
+    end
+    if code ~= REFUSED then
+      redis.call('HSET', KEYS[i], unpack(t))
+      if u ~= '' then
+        if scope == 'period' then
+          local sep = string.find(ARGV[a + 15], ':', 1, true)
+          claim(u, id, now + tonumber(string.sub(ARGV[a + 15], 1, sep - 1)))
+        elseif scope ~= 'running' and code ~= DROPPED then
+          claim(u, id, 0)
+        end
+      end
+      if code == DROPPED then
+        rows[#rows + 1] = id
+        rows[#rows + 1] = load_job(KEYS[i])
+      end
+    end
   end
-  if ARGV[a + 7] ~= '' then
-    t[#t + 1] = 'meta'
-    t[#t + 1] = ARGV[a + 7]
-  end
-  redis.call('HSET', KEYS[i], unpack(t))
+  out[#out + 1] = code
 end
 -- A job due before every other scheduled one wakes a fetcher too, so that
 -- it learns the new earliest run_at instead of sleeping through it.
@@ -57,9 +115,17 @@ local woken = 0
 if #sched > 0 then
   local first = redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')
   local earliest = math.huge
-  for i = 1, #sched, 2 do earliest = math.min(earliest, sched[i]) end
-  if #first == 0 or earliest < tonumber(first[2]) then woken = 1 end
+  local add = {}
+  for i = 1, #sched, 2 do
+    earliest = math.min(earliest, sched[i])
+    if sched[i + 1] then
+      add[#add + 1] = sched[i]
+      add[#add + 1] = sched[i + 1]
+    end
+  end
+  if #first == 0 or earliest <= tonumber(first[2]) then woken = 1 end
+  zadd(S, add)
 end
-zadd(S, sched)
 wake(flush_available(avail) + woken)
+for i = 1, #rows do out[#out + 1] = rows[i] end
 return out

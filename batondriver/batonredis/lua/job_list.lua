@@ -1,7 +1,7 @@
 -- job_list.lua: a page of the queue's jobs in one state, oldest first.
 -- Changes nothing.
 --
--- KEYS: M A T S R C D X W J (see joblib.lua). This script builds job keys as
+-- KEYS: the queue keys (see joblib.lua). This script builds job keys as
 -- J .. id: the IDs come from the state's sorted set (see the exception in
 -- joblib.lua).
 -- ARGV[1] state
@@ -11,7 +11,8 @@
 -- Returns {total, then per job its ID and the array of its fields (F in
 -- joblib.lua)}.
 -- Available jobs are listed by run_at, then arrival; scheduled ones by
--- run_at, dead and cancelled ones by finished, completed ones by when they are deleted (by finished, as
+-- run_at, parked ones by when they were parked, dead, cancelled and dropped
+-- ones by finished, completed ones by when they are deleted (by finished, as
 -- long as every finish uses the same retention), and running ones by
 -- attempted: R is ordered by lease_until, which extensions change, so it is
 -- read whole and sorted here. It holds at most the jobs being worked on.

@@ -1,6 +1,6 @@
 -- job_pause.lua: pause or resume fetching from the queue.
 --
--- KEYS: M A T S R C D X W J (see joblib.lua)
+-- KEYS: the queue keys (see joblib.lua)
 -- ARGV[1] "1" to pause, "0" to resume
 --
 -- Returns 0. Resuming wakes one waiting fetcher per available job (at most

@@ -1,9 +1,10 @@
 -- joblib.lua: definitions shared by every job transition; prepended to each
 -- job script when it is compiled. Every job script takes the same first
--- ten KEYS, the keys of one queue Q, all in one hash slot (they share the
--- hash tag {Q}):
+-- sixteen KEYS, the keys of one queue Q, all in one hash slot (they share
+-- the hash tag {Q}):
 --
---   KEYS[1]  M  hash: seq (last arrival number), paused ("1" while paused)
+--   KEYS[1]  M  hash: seq (last arrival number), paused ("1" while paused),
+--               dropped (jobs ever dropped), once:<name> (schedules' ticks)
 --   KEYS[2]  A  sorted set: available jobs, score = priority * 2^42 + arrival number
 --   KEYS[3]  T  sorted set: available jobs again, member "arrival:id" (the
 --               arrival number as 13 digits), score = run_at (server ms)
@@ -14,38 +15,58 @@
 --   KEYS[8]  X  sorted set: cancelled jobs, score = finished (server ms)
 --   KEYS[9]  W  list: wake tokens, one per job made available (JobWait pops them)
 --   KEYS[10] J  the prefix of the queue's job keys, "P:queue:{Q}:job:"
+--   KEYS[11] K  the prefix of the queue's concurrency keys' keys, "P:queue:{Q}:key:"
+--   KEYS[12] KI sorted set: active concurrency keys, score = -(parked count)
+--   KEYS[13] PK sorted set: parked jobs, score = parked_at (server ms)
+--   KEYS[14] Y  sorted set: dropped jobs, score = finished (server ms)
+--   KEYS[15] U  hash: unique key -> claim "expiry:id" (expiry "0" but for
+--               period claims)
+--   KEYS[16] UP sorted set: unique keys with period claims, score = expiry
 --
--- Scripts that know their jobs take the job keys next, KEYS[11] onwards.
+-- Scripts that know their jobs take the job keys next, KEYS[17] onwards.
 --
 -- A orders fetches; T orders the available jobs by run_at, then arrival,
 -- for JobList and QueueStats (oldest first). Every script that adds to or
 -- removes from A does the same to T; a job's member of T follows from its
 -- score in A (t_member).
 --
+-- A concurrency key k of the queue (docs/concurrency.md) has three keys:
+--   K .. k .. ':h'  set: its holders, the IDs of its available and running jobs
+--   K .. k .. ':p'  list: its parked job IDs, head first
+--   K .. k .. ':m'  hash: def (default limit), limit (override), fence (last
+--                   fencing token); kept for good, so that fences keep rising
+-- The first two vanish when empty; k is in KI while it has holders, parked
+-- jobs or an override.
+--
 -- THE ONE EXCEPTION to "no script builds a key from data": a fetch pops job
 -- IDs from A and the sweeps find them in S, R and C, so no caller can name
--- those jobs in advance. Such scripts build a job key as J .. id. J is passed
--- in KEYS, so the slot is declared, and every job key starts with J, so it
--- carries the same hash tag {Q} and lives in the same Cluster slot: the
--- script never leaves the slot it declared. Nothing else is built.
+-- those jobs, nor the concurrency keys stored in them, in advance. Such
+-- scripts build a job key as J .. id and a concurrency key's keys as K .. k
+-- .. suffix. J and K are passed in KEYS, so the slot is declared, and every
+-- key built starts with one of them, so it carries the same hash tag {Q}
+-- and lives in the same Cluster slot: the script never leaves the slot it
+-- declared. Nothing else is built.
 --
 -- A job hash holds the fields in F. Times are server ms as decimal strings;
--- a field not yet set (attempted, finished, errors, lease, lease_until) is
--- absent or "". Each job is in exactly one of A (and T), S, R, C, D, X,
--- matching its state; with no retention a completed job is deleted at once.
+-- a field not yet set is absent or "". Each job is in exactly one of A (and
+-- T), S, R, C, D, X, PK, Y, matching its state; with no retention a
+-- completed job is deleted at once.
 --
 -- Every redis.call costs about a microsecond of the server's single thread;
 -- the per-job paths read a job with one HMGET and write it with one HSET,
 -- and sorted-set changes are batched per script.
 local M, A, T, S, R, C, D, X, W, J = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local FIRST_JOB_KEY = 11
+local K, KI, PK, Y, U, UP = KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local FIRST_JOB_KEY = 17
 
 -- The fields of a job, in the order replies carry them (jobFields in
 -- jobs.go), and their positions.
 local F = {'kind', 'args', 'prio', 'state', 'attempt', 'max', 'tags', 'meta',
-  'created', 'run_at', 'attempted', 'finished', 'errors', 'lease', 'lease_until'}
+  'created', 'run_at', 'attempted', 'finished', 'errors', 'lease', 'lease_until',
+  'key', 'limit', 'onbusy', 'delay', 'fence', 'ukey', 'uscope', 'runs', 'parked'}
 local FI = {kind = 1, args = 2, prio = 3, state = 4, attempt = 5, max = 6, tags = 7, meta = 8,
-  created = 9, run_at = 10, attempted = 11, finished = 12, errors = 13, lease = 14, lease_until = 15}
+  created = 9, run_at = 10, attempted = 11, finished = 12, errors = 13, lease = 14, lease_until = 15,
+  key = 16, limit = 17, onbusy = 18, delay = 19, fence = 20, ukey = 21, uscope = 22, runs = 23, parked = 24}
 
 -- Arrival numbers per priority band; doubles are exact integers to 2^53, and
 -- priorities 0..9 use scores below 10 * 2^42 < 2^46.
@@ -192,6 +213,193 @@ local function state_set(state)
   elseif state == 'completed' then return C
   elseif state == 'dead' then return D
   elseif state == 'cancelled' then return X
+  elseif state == 'parked' then return PK
+  elseif state == 'dropped' then return Y
   end
   return nil
+end
+
+-- Concurrency keys (docs/concurrency.md). A job holds a slot of its key from
+-- admission (available) until it leaves running; admit, release and promote
+-- below are the only places that change a key's holders or parked jobs.
+
+-- What admit did with a job; the insert script replies with these codes.
+local AVAILABLE, SCHEDULED, PARKED, DROPPED, REFUSED = 0, 1, 2, 3, 4
+
+-- The keys of concurrency key k: holders, parked, meta.
+local function key_keys(k)
+  return K .. k .. ':h', K .. k .. ':p', K .. k .. ':m'
+end
+
+-- Add {field, value} pairs to the list t.
+local function put(t, ...)
+  local a = {...}
+  for i = 1, #a do t[#t + 1] = a[i] end
+end
+
+-- Admit job id, whose fields are in v, to be available from run_at (ms):
+-- it joins the batch and holds a slot of its key if the key has a free slot
+-- and nobody parked; otherwise, if first (its on-busy policy applies) the
+-- policy decides, else it is parked. Fields to write to the job are added
+-- to t; the caller writes them with its own HSET. insert says whether the
+-- caller is an insert, for which OnBusyFail refuses; later it drops.
+-- Returns the code of what happened and, for SCHEDULED, when the job runs.
+local function admit(batch, t, id, v, run_at, now, first, insert)
+  local k = v[FI.key]
+  if not k or k == '' then
+    put(t, 'state', 'available')
+    make_available(batch, id, v[FI.prio], run_at)
+    return AVAILABLE
+  end
+  local h, p, m = key_keys(k)
+  local mv = redis.call('HMGET', m, 'limit', 'def')
+  local def = v[FI.limit]
+  local limit = tonumber(mv[1] or def)
+  local np = redis.call('LLEN', p)
+  local nh = redis.call('SCARD', h)
+  local policy = v[FI.onbusy]
+  local code
+  if nh < limit and np == 0 then
+    redis.call('SADD', h, id)
+    if nh == 0 then redis.call('ZADD', KI, 0, k) end
+    put(t, 'state', 'available')
+    make_available(batch, id, v[FI.prio], run_at)
+    code = AVAILABLE
+  elseif not first or policy == 'wait' then
+    redis.call('RPUSH', p, id)
+    redis.call('ZADD', PK, now, id)
+    redis.call('ZADD', KI, -(np + 1), k)
+    put(t, 'state', 'parked', 'parked', int(now))
+    code = PARKED
+  elseif policy == 'reschedule' then
+    local at = now + tonumber(v[FI.delay])
+    put(t, 'state', 'scheduled', 'run_at', int(at))
+    return SCHEDULED, at
+  elseif policy == 'fail' and insert then
+    return REFUSED
+  else -- drop, or fail when due
+    local msg = string.format('key %q busy: %d holding, limit %d', k, nh, limit)
+    put(t, 'state', 'dropped', 'finished', int(now),
+      'errors', add_error({errors = v[FI.errors]}, tonumber(v[FI.attempt]) or 0, now, msg))
+    redis.call('ZADD', Y, now, id)
+    redis.call('HINCRBY', M, 'dropped', 1)
+    return DROPPED
+  end
+  if policy ~= 'wait' then put(t, 'onbusy', 'wait') end
+  if mv[2] ~= def then redis.call('HSET', m, 'def', def) end
+  return code
+end
+
+-- Promote parked jobs of key k into the batch while it has free slots,
+-- head first, and keep KI up to date. Returns how many were promoted.
+local function promote(batch, k, now)
+  local h, p, m = key_keys(k)
+  local override = tonumber(redis.call('HGET', m, 'limit'))
+  local nh = redis.call('SCARD', h)
+  local moved = {}
+  while true do
+    local head = redis.call('LINDEX', p, 0)
+    if not head then break end
+    local v = redis.call('HMGET', J .. head, 'prio', 'run_at', 'limit', 'state')
+    if v[4] == 'parked' then
+      if nh >= (override or tonumber(v[3])) then break end
+      redis.call('SADD', h, head)
+      redis.call('HSET', J .. head, 'state', 'available')
+      make_available(batch, head, v[1], tonumber(v[2]))
+      nh = nh + 1
+    end
+    redis.call('LPOP', p)
+    moved[#moved + 1] = head
+  end
+  if #moved > 0 then redis.call('ZREM', PK, unpack(moved)) end
+  local np = redis.call('LLEN', p)
+  if np > 0 or nh > 0 or override then
+    if #moved > 0 then redis.call('ZADD', KI, -np, k) end
+  else
+    redis.call('ZREM', KI, k)
+  end
+  return #moved
+end
+
+-- Free job id's slot of key k ("" or false: none) and promote.
+local function release(batch, id, k, now)
+  if not k or k == '' then return end
+  redis.call('SREM', K .. k .. ':h', id)
+  promote(batch, k, now)
+end
+
+-- The next fencing token of key k: above the last one and at least the
+-- server's ms × 1024, so that it rises even if the last was lost.
+local function next_fence(k, now)
+  local m = K .. k .. ':m'
+  local f = math.max((tonumber(redis.call('HGET', m, 'fence')) or 0) + 1, now * 1024)
+  redis.call('HSET', m, 'fence', int(f))
+  return f
+end
+
+-- Uniqueness claims: U maps a unique key to "expiry:id" (expiry "0" but for
+-- UniquePeriod).
+
+-- Claim unique key u for job id until expiry (0: until released).
+local function claim(u, id, expiry)
+  redis.call('HSET', U, u, int(expiry) .. ':' .. id)
+  if expiry > 0 then redis.call('ZADD', UP, expiry, u) end
+end
+
+-- Release job id's claim of unique key u, if it holds one that is not a
+-- period's.
+local function unclaim(u, id)
+  if not u or u == '' then return end
+  if redis.call('HGET', U, u) == '0:' .. id then redis.call('HDEL', U, u) end
+end
+
+local QUEUED = {scheduled = true, parked = true, available = true}
+
+-- The twin an insert of unique key u with scope (and period, ms) conflicts
+-- with: its ID and fields, or nil.
+local function twin(u, scope, period, now)
+  local c = redis.call('HGET', U, u)
+  if not c then return nil end
+  local i = string.find(c, ':', 1, true)
+  local expiry, id = tonumber(string.sub(c, 1, i - 1)), string.sub(c, i + 1)
+  local v = load_job(J .. id)
+  if scope == 'period' then
+    if expiry > now or (v and tonumber(v[FI.created]) + period > now) then return id, v end
+    return nil
+  end
+  if not v then return nil end
+  local st = v[FI.state]
+  if scope ~= 'running' and QUEUED[st] then return id, v end
+  if scope ~= 'queued' and st == 'running' then return id, v end
+  return nil
+end
+
+-- The state of concurrency key k: {used (0|1), limit (-1 if unknown),
+-- override (0|1), holding, running, parked, the head parked job's parked
+-- time or false, last fence, then, if holders, per holder {id, state, fence,
+-- lease_until}}. Holders are read one by one to count the running ones:
+-- there are at most about the key's limit of them.
+local function key_info(k, holders)
+  local h, p, m = key_keys(k)
+  local mv = redis.call('HMGET', m, 'limit', 'def', 'fence')
+  local ids = redis.call('SMEMBERS', h)
+  local np = redis.call('LLEN', p)
+  local used = 0
+  if mv[1] or mv[2] or mv[3] or #ids > 0 or np > 0 then used = 1 end
+  local override = 0
+  if mv[1] then override = 1 end
+  local oldest = false
+  if np > 0 then
+    oldest = tonumber(redis.call('HGET', J .. redis.call('LINDEX', p, 0), 'parked')) or false
+  end
+  local out = {used, tonumber(mv[1] or mv[2] or '-1'), override, #ids, 0, np, oldest, tonumber(mv[3]) or 0}
+  table.sort(ids)
+  local running = 0
+  for _, id in ipairs(ids) do
+    local v = redis.call('HMGET', J .. id, 'state', 'fence', 'lease_until')
+    if v[1] == 'running' then running = running + 1 end
+    if holders then out[#out + 1] = {id, v[1] or '', v[2] or '', v[3] or ''} end
+  end
+  out[5] = running
+  return out
 end

@@ -1,0 +1,539 @@
+package batondrivertest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// Short names for the uniqueness scopes and answers.
+const (
+	queued    = batondriver.UniqueQueued
+	inRunning = batondriver.UniqueRunning
+	untilDone = batondriver.UniqueUntilDone
+	inPeriod  = batondriver.UniquePeriod
+
+	existing = batondriver.UniqueReturnExisting
+	replace  = batondriver.UniqueReplace
+	reject   = batondriver.UniqueReject
+)
+
+// uniq makes a job unique under u with scope and conflict answer; the
+// period of UniquePeriod is an hour.
+func uniq(u string, scope batondriver.UniqueScope, conflict batondriver.UniqueConflict) func(j *batondriver.JobInsert) {
+	return func(j *batondriver.JobInsert) {
+		j.Unique = &batondriver.JobUnique{Key: u, Scope: scope, OnConflict: conflict}
+		if scope == inPeriod {
+			j.Unique.Period = time.Hour
+		}
+	}
+}
+
+func args(a string) func(j *batondriver.JobInsert) {
+	return func(j *batondriver.JobInsert) { j.Args = []byte(a) }
+}
+
+// uniqueJob returns newJob made unique under u, changed by each set in
+// turn.
+func uniqueJob(u string, scope batondriver.UniqueScope, conflict batondriver.UniqueConflict, set ...func(j *batondriver.JobInsert)) *batondriver.JobInsert {
+	j := newJob()
+	uniq(u, scope, conflict)(j)
+	for _, s := range set {
+		s(j)
+	}
+	return j
+}
+
+// insertAs inserts one job, requires the status want, and returns the
+// result's row (the job's or its twin's) and reason.
+func (f *jobFixture) insertAs(want batondriver.JobInsertStatus, j *batondriver.JobInsert) (*batondriver.JobRow, string) {
+	f.t.Helper()
+	res := f.insertRes(j)
+	require.Equal(f.t, want, res.Status[0], "insert status (reason %q)", res.Reason[0])
+	return res.Jobs[0], res.Reason[0]
+}
+
+// requireTwin asserts that an insert resolved to the job twin in state
+// state, and that the twin's stored args are wantArgs.
+func (f *jobFixture) requireTwin(row *batondriver.JobRow, twin string, state batondriver.JobState, wantArgs string) {
+	f.t.Helper()
+	require.NotNil(f.t, row, "no row for the twin")
+	require.Equal(f.t, twin, row.ID, "the twin")
+	require.Equal(f.t, state, row.State, "the twin's state")
+	require.Equal(f.t, wantArgs, string(row.Args), "the twin's args as returned")
+	g := f.get(twin)
+	require.Equal(f.t, state, g.State)
+	require.Equal(f.t, wantArgs, string(g.Args), "the twin's args as stored")
+}
+
+// twinStates makes a twin — the job j inserted — end up in a state. Each
+// leaves nothing available in the queue but, for available and parked,
+// the twin and its key's holder.
+var twinStates = []struct {
+	name  string
+	state batondriver.JobState
+	make  func(f *jobFixture, j *batondriver.JobInsert) *batondriver.JobRow
+}{
+	{"Scheduled", scheduled, func(f *jobFixture, j *batondriver.JobInsert) *batondriver.JobRow {
+		j.RunAt = time.Now().Add(time.Hour)
+		return f.insertIn(scheduled, j)
+	}},
+	{"Parked", parked, func(f *jobFixture, j *batondriver.JobInsert) *batondriver.JobRow {
+		k := key("k")
+		f.insertIn(available, keyJob(k, 1))
+		j.Key, j.Limit = k, 1
+		return f.insertIn(parked, j)
+	}},
+	{"Available", available, func(f *jobFixture, j *batondriver.JobInsert) *batondriver.JobRow {
+		return f.insertIn(available, j)
+	}},
+	{"Running", running, func(f *jobFixture, j *batondriver.JobInsert) *batondriver.JobRow {
+		return f.runTwin(j)
+	}},
+	{"Retried", scheduled, func(f *jobFixture, j *batondriver.JobInsert) *batondriver.JobRow {
+		r := f.runTwin(j)
+		f.done(r, batondriver.JobOutcomeRetry, time.Now().Add(time.Hour))
+		return r
+	}},
+	{"Completed", completed, func(f *jobFixture, j *batondriver.JobInsert) *batondriver.JobRow {
+		r := f.runTwin(j)
+		f.done(r, batondriver.JobOutcomeCompleted, time.Time{})
+		return r
+	}},
+	{"Cancelled", cancelled, func(f *jobFixture, j *batondriver.JobInsert) *batondriver.JobRow {
+		r := f.runTwin(j)
+		f.done(r, batondriver.JobOutcomeCancel, time.Time{})
+		return r
+	}},
+	{"Dead", dead, func(f *jobFixture, j *batondriver.JobInsert) *batondriver.JobRow {
+		r := f.runTwin(j)
+		f.done(r, batondriver.JobOutcomeDead, time.Time{})
+		return r
+	}},
+	{"Dropped", dropped, func(f *jobFixture, j *batondriver.JobInsert) *batondriver.JobRow {
+		k := key("k")
+		f.hold(k, 1, 10*time.Second)
+		j.Key, j.Limit, j.OnBusy = k, 1, batondriver.OnBusyDrop
+		return f.insertIn(dropped, j)
+	}},
+}
+
+// runTwin inserts j and leases it.
+func (f *jobFixture) runTwin(j *batondriver.JobInsert) *batondriver.JobRow {
+	f.t.Helper()
+	r := f.insertIn(available, j)
+	got := f.fetchOne(10 * time.Second)
+	require.Equal(f.t, r.ID, got.ID)
+	return got
+}
+
+// conflicts says, per scope, which twin states an insert conflicts with.
+// A queued-scope job that was retried is left out: its claim ended when it
+// was fetched, and the notes do not say whether a retry claims again.
+var conflicts = map[batondriver.UniqueScope]map[string]bool{
+	queued:    {"Scheduled": true, "Parked": true, "Available": true, "Running": false, "Completed": false, "Cancelled": false, "Dead": false, "Dropped": false},
+	inRunning: {"Scheduled": false, "Parked": false, "Available": false, "Running": true, "Retried": false, "Completed": false, "Cancelled": false, "Dead": false, "Dropped": false},
+	untilDone: {"Scheduled": true, "Parked": true, "Available": true, "Running": true, "Retried": true, "Completed": false, "Cancelled": false, "Dead": false, "Dropped": false},
+	inPeriod:  {"Scheduled": true, "Parked": true, "Available": true, "Running": true, "Retried": true, "Completed": true, "Cancelled": true, "Dead": true, "Dropped": true},
+}
+
+func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+	const u = "u{x}%|é"
+
+	for _, scope := range []batondriver.UniqueScope{queued, inRunning, untilDone, inPeriod} {
+		for _, tw := range twinStates {
+			conflict, ok := conflicts[scope][tw.name]
+			if !ok {
+				continue
+			}
+			t.Run("Scope_"+string(scope)+"_"+tw.name, func(t *testing.T) {
+				f := newJobFixture(t, newDriver)
+				twin := tw.make(f, uniqueJob(u, scope, existing))
+				require.Equal(t, u, twin.Unique)
+				require.Equal(t, scope, twin.UniqueScope)
+				before := f.stats().Counts
+				want := batondriver.JobInserted
+				if conflict {
+					want = batondriver.JobDuplicate
+				}
+				row, _ := f.insertAs(want, uniqueJob(u, scope, existing, args(`{"n":2}`)))
+				if conflict {
+					f.requireTwin(row, twin.ID, tw.state, `{"n":1}`)
+					require.Equal(t, before, f.stats().Counts, "a duplicate stored something")
+					return
+				}
+				require.NotEqual(t, twin.ID, row.ID)
+				require.Equal(t, available, row.State)
+				require.Equal(t, `{"n":2}`, string(row.Args))
+				f.requireState(tw.state, twin.ID)
+			})
+		}
+	}
+
+	// The answers, each against a twin in a state its scope conflicts with.
+	answers := []struct {
+		scope batondriver.UniqueScope
+		twin  string
+	}{
+		{queued, "Available"}, {queued, "Parked"}, {inRunning, "Running"}, {untilDone, "Scheduled"},
+		{untilDone, "Running"}, {inPeriod, "Available"}, {inPeriod, "Completed"},
+	}
+	for _, a := range answers {
+		for _, tw := range twinStates {
+			if tw.name != a.twin {
+				continue
+			}
+			for _, answer := range []batondriver.UniqueConflict{"", existing, replace, reject} {
+				name := string(answer)
+				if name == "" {
+					name = "default"
+				}
+				t.Run("Answer_"+name+"_"+string(a.scope)+"_"+tw.name, func(t *testing.T) {
+					f := newJobFixture(t, newDriver)
+					twin := tw.make(f, uniqueJob(u, a.scope, answer))
+					before := f.stats().Counts
+					res := f.insertRes(uniqueJob(u, a.scope, answer, args(`{"n":2}`)))
+					row := res.Jobs[0]
+					switch {
+					case answer == reject:
+						require.Equal(t, batondriver.JobRejected, res.Status[0])
+						require.Equal(t, "duplicate of "+twin.ID, res.Reason[0])
+						f.requireTwin(row, twin.ID, tw.state, `{"n":1}`)
+					case answer == replace && (tw.state == available || tw.state == parked || tw.state == scheduled):
+						require.Equal(t, batondriver.JobReplaced, res.Status[0])
+						f.requireTwin(row, twin.ID, tw.state, `{"n":2}`)
+						requireNear(t, twin.RunAt, row.RunAt, storeSlack, "an undelayed insert moved its twin")
+					default: // existing, or replace of a twin no longer queued
+						require.Equal(t, batondriver.JobDuplicate, res.Status[0])
+						f.requireTwin(row, twin.ID, tw.state, `{"n":1}`)
+					}
+					require.Equal(t, before, f.stats().Counts, "a conflicting insert stored a job")
+				})
+			}
+		}
+	}
+
+	t.Run("RowFields", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		a := f.insertIn(available, uniqueJob(u, untilDone, existing))
+		require.Equal(t, u, a.Unique)
+		require.Equal(t, untilDone, a.UniqueScope)
+		g := f.get(a.ID)
+		require.Equal(t, u, g.Unique)
+		require.Equal(t, untilDone, g.UniqueScope)
+		b := f.insertOne(newJob())
+		require.Empty(t, b.Unique)
+		require.Empty(t, b.UniqueScope)
+		require.Empty(t, b.Key)
+		require.Zero(t, b.Fence)
+	})
+
+	t.Run("UniquePerQueue", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		g := *f
+		g.queue = uniqueQueue()
+		f.insertAs(batondriver.JobInserted, uniqueJob(u, untilDone, reject))
+		g.insertAs(batondriver.JobInserted, uniqueJob(u, untilDone, reject))
+		f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
+	})
+
+	t.Run("BatchSeesEarlierTwin", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		res := f.insertRes(
+			uniqueJob(u, untilDone, existing),
+			uniqueJob(u, untilDone, existing, args(`{"n":2}`)),
+			uniqueJob(u, untilDone, reject, args(`{"n":3}`)),
+			uniqueJob(u, untilDone, replace, args(`{"n":4}`)),
+			uniqueJob("other", untilDone, existing),
+		)
+		require.Equal(t, []batondriver.JobInsertStatus{
+			batondriver.JobInserted, batondriver.JobDuplicate, batondriver.JobRejected, batondriver.JobReplaced, batondriver.JobInserted,
+		}, res.Status)
+		a := res.Jobs[0].ID
+		for _, r := range res.Jobs[1:4] {
+			require.Equal(t, a, r.ID)
+		}
+		require.Equal(t, "duplicate of "+a, res.Reason[2])
+		require.Equal(t, `{"n":4}`, string(res.Jobs[3].Args))
+		require.Equal(t, `{"n":4}`, string(f.get(a).Args))
+		require.NotEqual(t, a, res.Jobs[4].ID)
+		f.countsOf(map[batondriver.JobState]int{available: 2})
+	})
+
+	t.Run("ReplaceDebounces", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		a := f.insertIn(scheduled, uniqueJob(u, untilDone, replace, runAtTime(time.Now().Add(time.Hour))))
+
+		// A delayed insert moves a scheduled twin, later or earlier.
+		later := time.Now().Add(2 * time.Hour)
+		row, _ := f.insertAs(batondriver.JobReplaced, uniqueJob(u, untilDone, replace, runAtTime(later), args(`{"n":2}`)))
+		f.requireTwin(row, a.ID, scheduled, `{"n":2}`)
+		requireNear(t, later, row.RunAt, storeSlack)
+		requireNear(t, later, f.get(a.ID).RunAt, storeSlack)
+		sooner := time.Now().Add(30 * time.Minute)
+		row, _ = f.insertAs(batondriver.JobReplaced, uniqueJob(u, untilDone, replace, runAtTime(sooner), args(`{"n":3}`)))
+		f.requireTwin(row, a.ID, scheduled, `{"n":3}`)
+		requireNear(t, sooner, row.RunAt, storeSlack)
+		res := f.fetch(10)
+		require.Empty(t, res.Jobs)
+		requireNear(t, sooner, res.NextRunAt, storeSlack, "the moved job's place in the schedule")
+
+		// An undelayed insert gives only its args.
+		row, _ = f.insertAs(batondriver.JobReplaced, uniqueJob(u, untilDone, replace, args(`{"n":4}`)))
+		f.requireTwin(row, a.ID, scheduled, `{"n":4}`)
+		requireNear(t, sooner, row.RunAt, storeSlack)
+		f.countsOf(map[batondriver.JobState]int{scheduled: 1})
+
+		// A delayed insert leaves an available twin where it is.
+		b := f.insertIn(available, uniqueJob("b", queued, replace))
+		row, _ = f.insertAs(batondriver.JobReplaced, uniqueJob("b", queued, replace, runAtTime(time.Now().Add(time.Hour)), args(`{"n":5}`)))
+		f.requireTwin(row, b.ID, available, `{"n":5}`)
+		requireNear(t, b.RunAt, row.RunAt, storeSlack)
+		got := f.fetchOne(10 * time.Second)
+		require.Equal(t, b.ID, got.ID)
+		require.Equal(t, `{"n":5}`, string(got.Args))
+	})
+
+	t.Run("ReplaceKeepsParkedPlace", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		h := f.insertIn(available, keyJob(k, 1))
+		p := f.insertIn(parked, keyJob(k, 1, uniq(u, queued, replace)))
+		q := f.insertIn(parked, keyJob(k, 1))
+		row, _ := f.insertAs(batondriver.JobReplaced, uniqueJob(u, queued, replace, args(`{"n":2}`)))
+		f.requireTwin(row, p.ID, parked, `{"n":2}`)
+		f.requireKey(k, []string{h.ID}, 0, 2)
+		f.cycle(h.ID, p.ID, q.ID)
+	})
+
+	t.Run("ScopeIsTheNewJobs", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		a := f.runTwin(uniqueJob(u, untilDone, existing))
+		// a runs: no conflict for a queued-scope insert, which claims u.
+		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, existing))
+		row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(u, untilDone, existing))
+		require.Equal(t, b.ID, row.ID)
+		// a ending releases no claim but its own.
+		f.complete(a)
+		row, _ = f.insertAs(batondriver.JobDuplicate, uniqueJob(u, untilDone, existing))
+		require.Equal(t, b.ID, row.ID, "a finished job released its twin's claim")
+	})
+
+	t.Run("RejectedInsertClaimsNothing", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		f.hold(k, 1, 10*time.Second)
+		res := f.insertRes(keyJob(k, 1, onBusy(batondriver.OnBusyFail), uniq(u, untilDone, existing)))
+		require.Equal(t, batondriver.JobRejected, res.Status[0])
+		require.Equal(t, "key busy", res.Reason[0])
+		require.Nil(t, res.Jobs[0])
+		f.insertAs(batondriver.JobInserted, uniqueJob(u, untilDone, existing))
+	})
+
+	t.Run("DeleteReleasesClaim", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		for _, scope := range []batondriver.UniqueScope{queued, untilDone} {
+			a := f.insertIn(available, uniqueJob(u+string(scope), scope, reject))
+			require.NoError(t, f.del(a.ID))
+			b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u+string(scope), scope, reject))
+			require.NoError(t, f.del(b.ID))
+		}
+		// A period's claim outlives its job.
+		a := f.insertIn(available, uniqueJob(u, inPeriod, reject))
+		require.NoError(t, f.del(a.ID))
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, inPeriod, reject))
+		require.Equal(t, "duplicate of "+a.ID, reason)
+
+		// So does one whose job completed and was deleted at once.
+		f.insertIn(available, uniqueJob("p2", inPeriod, reject))
+		r := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeCompleted, "", time.Time{})))
+		f.requireGone(r.ID)
+		_, reason = f.insertAs(batondriver.JobRejected, uniqueJob("p2", inPeriod, reject))
+		require.Equal(t, "duplicate of "+r.ID, reason)
+	})
+
+	t.Run("PeriodLapses", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		const period = 200 * time.Millisecond
+		withPeriod := func(j *batondriver.JobInsert) { j.Unique.Period = period }
+		start := time.Now()
+		a, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, inPeriod, reject, withPeriod))
+		var b *batondriver.JobRow
+		f.eventually("period lapsed", func() bool {
+			res := f.insertRes(uniqueJob(u, inPeriod, reject, withPeriod))
+			if res.Status[0] == batondriver.JobRejected {
+				require.Equal(t, "duplicate of "+a.ID, res.Reason[0])
+				return false
+			}
+			require.Equal(t, batondriver.JobInserted, res.Status[0])
+			b = res.Jobs[0]
+			return true
+		})
+		require.GreaterOrEqual(t, time.Since(start), period-20*time.Millisecond, "the period lapsed early")
+		f.countsOf(map[batondriver.JobState]int{available: 2})
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, inPeriod, reject, withPeriod))
+		require.Equal(t, "duplicate of "+b.ID, reason, "the new job claims a new period")
+	})
+
+	recoveries := []struct {
+		name     string
+		scope    batondriver.UniqueScope
+		attempts int
+		conflict bool
+	}{
+		{"UntilDoneScheduled", untilDone, 3, true},
+		{"UntilDoneDead", untilDone, 1, false},
+		{"RunningScheduled", inRunning, 3, false},
+		{"PeriodDead", inPeriod, 1, true},
+	}
+	for _, c := range recoveries {
+		t.Run("ClaimAfterRecovery"+c.name, func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			f.insertIn(available, uniqueJob(u, c.scope, reject, attempts(c.attempts)))
+			a := f.fetchOne(50 * time.Millisecond)
+			f.insertAs(batondriver.JobRejected, uniqueJob(u, c.scope, reject))
+			f.recover(batondriver.JobFetchParams{Max: 1, LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
+			if c.conflict {
+				_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, c.scope, reject))
+				require.Equal(t, "duplicate of "+a.ID, reason)
+			} else {
+				f.insertAs(batondriver.JobInserted, uniqueJob(u, c.scope, reject))
+			}
+		})
+	}
+
+	t.Run("AgainKeepsUniqueKey", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		a := f.insertIn(available, uniqueJob(u, untilDone, existing))
+		r := f.fetchOne(10 * time.Second)
+		f.done(r, batondriver.JobOutcomeRetry, time.Time{})
+		r = f.fetchOne(10 * time.Second)
+		require.Equal(t, 2, r.Attempt)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeAgain, "", time.Time{})))
+		g := f.get(a.ID)
+		require.Equal(t, available, g.State)
+		require.Equal(t, 1, g.Runs)
+		require.Zero(t, g.Attempt, "a new run starts with its attempts reset")
+		require.Len(t, g.Errors, 1, "errors are kept across runs")
+		require.True(t, g.FinishedAt.IsZero())
+		require.Equal(t, u, g.Unique)
+		require.Equal(t, untilDone, g.UniqueScope)
+
+		row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(u, untilDone, existing))
+		require.Equal(t, a.ID, row.ID)
+		r = f.fetchOne(10 * time.Second)
+		require.Equal(t, a.ID, r.ID)
+		require.Equal(t, 1, r.Attempt)
+		require.Equal(t, 1, r.Runs)
+		row, _ = f.insertAs(batondriver.JobDuplicate, uniqueJob(u, untilDone, existing))
+		require.Equal(t, a.ID, row.ID)
+
+		// Again later: scheduled, still claimed.
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeAgain, "", time.Now().Add(time.Hour))))
+		g = f.get(a.ID)
+		require.Equal(t, scheduled, g.State)
+		require.Equal(t, 2, g.Runs)
+		requireNear(t, time.Now().Add(time.Hour), g.RunAt, clockSlack)
+		row, _ = f.insertAs(batondriver.JobDuplicate, uniqueJob(u, untilDone, existing))
+		require.Equal(t, a.ID, row.ID)
+	})
+
+	t.Run("AgainQueuedReclaims", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		a := f.insertIn(available, uniqueJob(u, queued, existing))
+		r := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.finish(0, outcome(r, batondriver.JobOutcomeAgain, "", time.Time{})))
+		f.requireState(available, a.ID)
+		row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(u, queued, existing))
+		require.Equal(t, a.ID, row.ID, "the next run is queued: it holds the claim")
+	})
+
+	t.Run("AgainQueuedTwinIsTheNextRun", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		for _, retention := range []time.Duration{time.Hour, 0} {
+			u := u + retention.String()
+			f.insertIn(available, uniqueJob(u, queued, existing))
+			r := f.fetchOne(10 * time.Second)
+			b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, existing)) // r runs: no conflict
+			require.Empty(t, f.finish(retention, outcome(r, batondriver.JobOutcomeAgain, "", time.Time{})))
+			if retention == 0 {
+				f.requireGone(r.ID)
+			} else {
+				g := f.get(r.ID)
+				require.Equal(t, completed, g.State, "a second run was queued beside its twin")
+				requireNear(t, time.Now(), g.FinishedAt, clockSlack)
+			}
+			f.requireState(available, b.ID)
+			row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(u, queued, existing))
+			require.Equal(t, b.ID, row.ID)
+			got := f.fetchOne(10 * time.Second)
+			require.Equal(t, b.ID, got.ID)
+			f.complete(got)
+		}
+		f.countsOf(map[batondriver.JobState]int{completed: 3})
+	})
+
+	t.Run("AgainQueuedTwinParked", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a := f.hold(k, 1, 10*time.Second, uniq(u, queued, existing))
+		b := f.insertIn(parked, keyJob(k, 1, uniq(u, queued, existing)))
+		require.Empty(t, f.finish(time.Hour, outcome(a, batondriver.JobOutcomeAgain, "", time.Time{})))
+		f.requireState(completed, a.ID)
+		f.requireKey(k, []string{b.ID}, 0, 0)
+	})
+
+	t.Run("AgainTakesSlotBack", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a := f.hold(k, 1, 10*time.Second, onBusy(batondriver.OnBusyDrop), uniq(u, untilDone, existing))
+		require.Empty(t, f.finish(0, outcome(a, batondriver.JobOutcomeAgain, "", time.Time{})))
+		// Nothing was parked: the next run has the slot again, and no twin
+		// slipped in.
+		f.requireState(available, a.ID)
+		f.requireKey(k, []string{a.ID}, 0, 0)
+		f.insertIn(dropped, keyJob(k, 1, onBusy(batondriver.OnBusyDrop)))
+		row, _ := f.insertAs(batondriver.JobDuplicate, keyJob(k, 1, onBusy(batondriver.OnBusyDrop), uniq(u, untilDone, existing)))
+		require.Equal(t, a.ID, row.ID)
+		f.requireKey(k, []string{a.ID}, 0, 0)
+	})
+
+	t.Run("AgainReleasesRunningClaim", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		a := f.runTwin(uniqueJob(u, inRunning, reject))
+		f.insertAs(batondriver.JobRejected, uniqueJob(u, inRunning, reject))
+		require.Empty(t, f.finish(0, outcome(a, batondriver.JobOutcomeAgain, "", time.Time{})))
+		f.requireState(available, a.ID)
+		f.insertAs(batondriver.JobInserted, uniqueJob(u, inRunning, reject))
+	})
+
+	t.Run("BadParams", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		insert := func(name string, set func(j *batondriver.JobUnique)) {
+			t.Helper()
+			j := uniqueJob(u, untilDone, existing)
+			set(j.Unique)
+			_, err := f.d.JobInsert(f.ctx, &batondriver.JobInsertParams{Queue: f.queue, Jobs: []*batondriver.JobInsert{newJob(), j}})
+			require.ErrorIs(t, err, batondriver.ErrBadParams, name)
+		}
+		insert("empty key", func(j *batondriver.JobUnique) { j.Key = "" })
+		insert("key too long", func(j *batondriver.JobUnique) { j.Key = strings.Repeat("u", batondriver.MaxKeyLen+1) })
+		insert("unknown scope", func(j *batondriver.JobUnique) { j.Scope = "forever" })
+		insert("period without period", func(j *batondriver.JobUnique) { j.Scope = inPeriod })
+		insert("period under 1ms", func(j *batondriver.JobUnique) { j.Scope, j.Period = inPeriod, time.Millisecond-1 })
+		insert("unknown answer", func(j *batondriver.JobUnique) { j.OnConflict = "merge" })
+		f.countsOf(nil)
+
+		// The longest key, the default answer, and a period other scopes
+		// ignore are fine.
+		row, _ := f.insertAs(batondriver.JobInserted, uniqueJob(strings.Repeat("u", batondriver.MaxKeyLen), untilDone, ""))
+		f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, "", func(j *batondriver.JobInsert) { j.Unique.Period = time.Microsecond }))
+		dup, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(strings.Repeat("u", batondriver.MaxKeyLen), untilDone, ""))
+		require.Equal(t, row.ID, dup.ID)
+	})
+}

@@ -1,0 +1,428 @@
+package batonmem
+
+import (
+	"cmp"
+	"container/heap"
+	"container/list"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// The page sizes of KeyList.
+const (
+	defaultKeyListLimit = 100
+	maxKeyListLimit     = 1000
+)
+
+// jobKey is one concurrency key of a queue. It is kept for the Driver's life
+// once used, so that its fence never repeats; the queue's active index
+// holds it only while it has holders, parked jobs or an override.
+type jobKey struct {
+	name string
+	// dlimit is the Limit of the job last admitted or parked for the key;
+	// -1 before any.
+	dlimit   int
+	override int
+	hasLimit bool // override is set
+	fence    int64
+	holders  map[string]*job // available and running jobs of the key
+	parked   list.List       // of *job, head first
+}
+
+// limitFor is the key's limit for admitting j: the override, else j's own.
+func (k *jobKey) limitFor(j *job) int {
+	if k.hasLimit {
+		return k.override
+	}
+	return j.row.Limit
+}
+
+// limit is the key's limit as KeyInfo reports it and as a change of limit
+// applies it: the override, else the default.
+func (k *jobKey) limit() int {
+	if k.hasLimit {
+		return k.override
+	}
+	return k.dlimit
+}
+
+func (k *jobKey) active() bool {
+	return len(k.holders) > 0 || k.parked.Len() > 0 || k.hasLimit
+}
+
+// key returns the queue's key name, creating it.
+func (q *queueState) key(name string) *jobKey {
+	k := q.keys[name]
+	if k == nil {
+		k = &jobKey{name: name, dlimit: -1, holders: make(map[string]*job)}
+		q.keys[name] = k
+	}
+	return k
+}
+
+// index puts k in the queue's active index, or takes it out, as it is
+// active or not. Every change of k's holders, parked jobs or override ends
+// with it.
+func (q *queueState) index(k *jobKey) {
+	if k.active() {
+		q.active[k.name] = k
+	} else {
+		delete(q.active, k.name)
+	}
+}
+
+// admission is what admit did with a job.
+type admission int
+
+const (
+	admitted    admission = iota // available, holding a slot
+	parked                       // waiting in its key's parked queue
+	dropped                      // ended in state dropped
+	rescheduled                  // scheduled BusyDelay later
+	refused                      // OnBusyFail: nothing done, the caller decides
+)
+
+// admit gives j, in no state and holding no slot, the place of a job that
+// wants to be available: available if its key has a free slot and nobody
+// parked, else what its OnBusy says if first (this is j's first
+// admission), else parked. The caller sets RunAt beforehand.
+func (q *queueState) admit(j *job, now time.Time, first bool) admission {
+	if j.row.Key == "" {
+		q.add(j, batondriver.JobStateAvailable)
+		return admitted
+	}
+	k := q.key(j.row.Key)
+	if len(k.holders) < k.limitFor(j) && k.parked.Len() == 0 {
+		k.dlimit = j.row.Limit
+		j.row.OnBusy = batondriver.OnBusyWait
+		q.hold(k, j)
+		q.index(k)
+		return admitted
+	}
+	policy := batondriver.OnBusyWait
+	if first {
+		policy = j.row.OnBusy
+	}
+	switch policy {
+	case batondriver.OnBusyDrop:
+		q.drop(j, k, now)
+		return dropped
+	case batondriver.OnBusyReschedule:
+		j.row.RunAt = now.Add(j.busyDelay)
+		q.add(j, batondriver.JobStateScheduled)
+		return rescheduled
+	case batondriver.OnBusyFail:
+		return refused
+	}
+	k.dlimit = j.row.Limit
+	j.row.OnBusy = batondriver.OnBusyWait
+	q.park(k, j, now, false)
+	q.index(k)
+	return parked
+}
+
+// hold makes j available, holding a slot of k, last in arrival order.
+func (q *queueState) hold(k *jobKey, j *job) {
+	q.add(j, batondriver.JobStateAvailable)
+	k.holders[j.row.ID] = j
+}
+
+// park puts j in state parked, at the tail of k's parked queue, or at its
+// head if front.
+func (q *queueState) park(k *jobKey, j *job, now time.Time, front bool) {
+	j.row.ParkedAt = now
+	q.add(j, batondriver.JobStateParked)
+	if front {
+		j.parkElem = k.parked.PushFront(j)
+	} else {
+		j.parkElem = k.parked.PushBack(j)
+	}
+}
+
+// drop ends j, which found k busy, in state dropped with the reason.
+func (q *queueState) drop(j *job, k *jobKey, now time.Time) {
+	j.fail(now, fmt.Sprintf("key %q busy: %d holding, limit %d", k.name, len(k.holders), k.limitFor(j)))
+	q.end(j, batondriver.JobStateDropped, now)
+	q.dropped++
+	q.unclaim(j)
+}
+
+// release gives back the slot of j, which has just left available or
+// running, and promotes the key's parked jobs. It returns how many it
+// promoted.
+func (q *queueState) release(j *job) int {
+	if j.row.Key == "" {
+		return 0
+	}
+	k := q.keys[j.row.Key]
+	delete(k.holders, j.row.ID)
+	return q.promote(k)
+}
+
+// promote makes k's parked jobs available, head first, while the key has
+// free slots, each behind every job already available. It returns how many
+// it promoted.
+func (q *queueState) promote(k *jobKey) int {
+	n := 0
+	for k.parked.Len() > 0 {
+		j := k.parked.Front().Value.(*job)
+		if len(k.holders) >= k.limitFor(j) {
+			break
+		}
+		q.remove(j) // also out of k.parked
+		q.hold(k, j)
+		n++
+	}
+	q.index(k)
+	return n
+}
+
+// demote moves k's available holders beyond its limit, the last admitted
+// first, to the head of its parked queue; running ones keep their slots.
+func (q *queueState) demote(k *jobKey, now time.Time) {
+	for len(k.holders) > k.limit() {
+		var last *job
+		for _, j := range k.holders {
+			if j.row.State == batondriver.JobStateAvailable && (last == nil || j.seq > last.seq) {
+				last = j
+			}
+		}
+		if last == nil {
+			return
+		}
+		q.remove(last)
+		delete(k.holders, last.row.ID)
+		q.park(k, last, now, true)
+	}
+}
+
+// nextFence returns k's next fencing token, remembered as its last:
+// strictly above every earlier one, and never below now in ms × 1024, so
+// that tokens keep rising across a backend that lost its state.
+func (k *jobKey) nextFence(now time.Time) int64 {
+	k.fence = max(k.fence+1, now.UnixMilli()*1024)
+	return k.fence
+}
+
+// info returns k's state; with holders, the holding jobs by ID.
+func (k *jobKey) info(queue string, holders bool) *batondriver.KeyInfo {
+	ki := &batondriver.KeyInfo{
+		Queue: queue, Key: k.name, Limit: k.limit(), Override: k.hasLimit,
+		Holding: len(k.holders), Parked: k.parked.Len(), Fence: k.fence,
+	}
+	for _, j := range k.holders {
+		if j.row.State == batondriver.JobStateRunning {
+			ki.Running++
+		}
+		if holders {
+			h := &batondriver.KeyHolder{ID: j.row.ID, State: j.row.State}
+			if j.row.State == batondriver.JobStateRunning {
+				h.Fence, h.LeaseUntil = j.row.Fence, j.row.LeaseUntil
+			}
+			ki.Holders = append(ki.Holders, h)
+		}
+	}
+	slices.SortFunc(ki.Holders, func(a, b *batondriver.KeyHolder) int { return cmp.Compare(a.ID, b.ID) })
+	// The head's, as KeyInfo documents: O(1) on every backend.
+	if e := k.parked.Front(); e != nil {
+		ki.OldestParked = e.Value.(*job).row.ParkedAt
+	}
+	return ki
+}
+
+// claim is a job's hold on a unique key of its queue.
+type claim struct {
+	key string
+	id  string    // the claiming job
+	at  time.Time // when it claimed
+	// until is when a period claim lapses; zero for the other scopes,
+	// whose claims last until released.
+	until time.Time
+}
+
+// claimHeap orders period claims by when they lapse, for the sweep. A claim
+// overwritten before it lapses stays in the heap until then and is skipped.
+type claimHeap []*claim
+
+func (h claimHeap) Len() int           { return len(h) }
+func (h claimHeap) Less(i, k int) bool { return h[i].until.Before(h[k].until) }
+func (h claimHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
+func (h *claimHeap) Push(x any)        { *h = append(*h, x.(*claim)) }
+func (h *claimHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return c
+}
+
+// claimOf returns the live claim on a unique key, or nil; a lapsed period
+// claim is forgotten.
+func (q *queueState) claimOf(key string, now time.Time) *claim {
+	c := q.claims[key]
+	if c != nil && !c.until.IsZero() && !now.Before(c.until) {
+		delete(q.claims, key)
+		return nil
+	}
+	return c
+}
+
+// claim makes j, which has a unique key, its claimant as of now.
+func (q *queueState) claim(j *job, now time.Time) {
+	c := &claim{key: j.row.Unique, id: j.row.ID, at: now}
+	if j.row.UniqueScope == batondriver.UniquePeriod {
+		c.until = now.Add(j.period)
+		heap.Push(&q.lapses, c)
+	}
+	q.claims[c.key] = c
+}
+
+// unclaim releases j's unique claim if j holds it. A period claim stays
+// until it lapses.
+func (q *queueState) unclaim(j *job) {
+	if j.row.Unique == "" || j.row.UniqueScope == batondriver.UniquePeriod {
+		return
+	}
+	if c := q.claims[j.row.Unique]; c != nil && c.id == j.row.ID {
+		delete(q.claims, j.row.Unique)
+	}
+}
+
+// sweepClaims forgets up to fetchBatch period claims that have lapsed.
+func (q *queueState) sweepClaims(now time.Time) {
+	for range fetchBatch {
+		if len(q.lapses) == 0 || now.Before(q.lapses[0].until) {
+			return
+		}
+		c := heap.Pop(&q.lapses).(*claim)
+		if q.claims[c.key] == c {
+			delete(q.claims, c.key)
+		}
+	}
+}
+
+// queued reports whether a job in state s is queued, as uniqueness means
+// it: scheduled, parked or available.
+func queued(s batondriver.JobState) bool {
+	return s == batondriver.JobStateScheduled || s == batondriver.JobStateParked || s == batondriver.JobStateAvailable
+}
+
+// twin returns the claim that an insert of u conflicts with, and its job
+// (nil if gone: a period claim outlives its job), or a nil claim.
+func (q *queueState) twin(u *batondriver.JobUnique, now time.Time) (*claim, *job) {
+	c := q.claimOf(u.Key, now)
+	if c == nil {
+		return nil, nil
+	}
+	t := q.jobs[c.id]
+	var conflict bool
+	switch u.Scope {
+	case batondriver.UniqueQueued:
+		conflict = t != nil && queued(t.row.State)
+	case batondriver.UniqueRunning:
+		conflict = t != nil && t.row.State == batondriver.JobStateRunning
+	case batondriver.UniqueUntilDone:
+		conflict = t != nil && (queued(t.row.State) || t.row.State == batondriver.JobStateRunning)
+	case batondriver.UniquePeriod:
+		conflict = now.Before(c.at.Add(u.Period))
+	}
+	if !conflict {
+		return nil, nil
+	}
+	return c, t
+}
+
+func checkKey(queue, key string) error {
+	if err := checkQueue(queue); err != nil {
+		return err
+	}
+	return batondriver.CheckKey(key)
+}
+
+func keyNotFound(queue, key string) error {
+	return fmt.Errorf("%w: %q in queue %q", batondriver.ErrKeyNotFound, key, queue)
+}
+
+// KeySetLimit implements batondriver.KeyDriver. A key never used before is
+// created by it, and kept, like every used key, for the Driver's life.
+func (d *Driver) KeySetLimit(_ context.Context, p *batondriver.KeySetLimitParams) (*batondriver.KeyInfo, error) {
+	if err := checkKey(p.Queue, p.Key); err != nil {
+		return nil, err
+	}
+	if !p.Reset && p.Limit < 0 {
+		return nil, badParams("negative limit %d for key %q", p.Limit, p.Key)
+	}
+	s := &d.jobs
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	q := s.queue(p.Queue)
+	k := q.key(p.Key)
+	k.override, k.hasLimit = p.Limit, !p.Reset
+	if p.Reset {
+		k.override = 0
+	}
+	q.demote(k, now)
+	q.wake(q.promote(k)) // promote also indexes k
+	return k.info(p.Queue, true), nil
+}
+
+// KeyGet implements batondriver.KeyDriver. A key is found once used in the
+// queue — a job of it admitted or parked, or a limit set — even when idle.
+func (d *Driver) KeyGet(_ context.Context, p *batondriver.KeyParams) (*batondriver.KeyInfo, error) {
+	if err := checkKey(p.Queue, p.Key); err != nil {
+		return nil, err
+	}
+	s := &d.jobs
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[p.Queue]
+	if q == nil || q.keys[p.Key] == nil {
+		return nil, keyNotFound(p.Queue, p.Key)
+	}
+	return q.keys[p.Key].info(p.Queue, true), nil
+}
+
+// KeyList implements batondriver.KeyDriver. It sorts the queue's active
+// keys on each call: O(n log n) in memory, where Redis reads an index.
+func (d *Driver) KeyList(_ context.Context, p *batondriver.KeyListParams) (*batondriver.KeyListResult, error) {
+	if err := checkQueue(p.Queue); err != nil {
+		return nil, err
+	}
+	if p.Limit < 0 || p.Limit > maxKeyListLimit || p.Offset < 0 {
+		return nil, badParams("key list Limit %d (0 to %d), Offset %d (not negative)", p.Limit, maxKeyListLimit, p.Offset)
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = defaultKeyListLimit
+	}
+	s := &d.jobs
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := &batondriver.KeyListResult{}
+	q := s.queues[p.Queue]
+	if q == nil {
+		return res, nil
+	}
+	keys := make([]*jobKey, 0, len(q.active))
+	for _, k := range q.active {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b *jobKey) int {
+		if c := cmp.Compare(b.parked.Len(), a.parked.Len()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.name, b.name)
+	})
+	res.Total = len(keys)
+	if p.Offset < len(keys) {
+		for _, k := range keys[p.Offset:min(p.Offset+limit, len(keys))] {
+			res.Keys = append(res.Keys, k.info(p.Queue, false))
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,57 @@
+-- key_setlimit.lua: set or remove the limit override of a concurrency key.
+--
+-- KEYS: the queue keys (see joblib.lua). This script builds the concurrency
+-- key's keys from K and job keys from J: the holders' IDs come from the
+-- key's holders set (see the exception in joblib.lua).
+-- ARGV[1] the concurrency key
+-- ARGV[2] the new override, or "" to remove it
+--
+-- Returns key_info (joblib.lua) with holders, after the change.
+--
+-- Lowering the limit below the holders moves the key's available holders,
+-- the latest admitted first, back to the head of its parked queue until the
+-- holders are within the limit (running holders finish; the key admits no
+-- more until it is under the limit). Then parked jobs are promoted into any
+-- free slots, which a raised limit makes. Promoted jobs wake fetchers.
+local k = ARGV[1]
+local now = now_ms()
+local h, p, m = key_keys(k)
+if ARGV[2] == '' then
+  redis.call('HDEL', m, 'limit')
+else
+  redis.call('HSET', m, 'limit', ARGV[2])
+end
+local mv = redis.call('HMGET', m, 'limit', 'def')
+local limit = tonumber(mv[1] or mv[2])
+if limit then
+  local ids = redis.call('SMEMBERS', h)
+  if #ids > limit then
+    local avail = {}
+    for _, id in ipairs(ids) do
+      local score = redis.call('ZSCORE', A, id)
+      if score then avail[#avail + 1] = {id, tonumber(score)} end
+    end
+    table.sort(avail, function(x, y) return x[2] % SPAN > y[2] % SPAN end)
+    local n = math.min(#ids - limit, #avail)
+    if n > 0 then
+      local pk, tm = {}, {}
+      for i = 1, n do
+        local id, score = avail[i][1], avail[i][2]
+        redis.call('ZREM', A, id)
+        tm[#tm + 1] = t_member(id, score)
+        redis.call('SREM', h, id)
+        redis.call('LPUSH', p, id)
+        redis.call('HSET', J .. id, 'state', 'parked', 'parked', int(now))
+        pk[#pk + 1] = now
+        pk[#pk + 1] = id
+      end
+      chunked('ZREM', T, tm)
+      zadd(PK, pk)
+    end
+  end
+end
+if mv[1] then redis.call('ZADD', KI, -redis.call('LLEN', p), k) end
+local avail = new_batch()
+promote(avail, k, now)
+wake(flush_available(avail))
+return key_info(k, true)

@@ -1,0 +1,254 @@
+package batondriver
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// KeyDriver is the per-key concurrency half of a job backend: the admin
+// side of the concurrency keys that JobInsert, JobFetch and JobFinish
+// enforce. docs/concurrency.md explains the model; in short:
+//
+//   - A job with a Key holds one of its key's slots from the moment it
+//     becomes available until it leaves running (completed, retried,
+//     snoozed, cancelled, dead, again, deleted, or its expired lease taken
+//     back). A job is admitted — made available and counted — only while its
+//     key holds fewer than its limit and nobody is parked before it;
+//     otherwise its OnBusy policy applies: it is parked (Wait), dropped
+//     (Drop), scheduled later (Reschedule) or refused (Fail).
+//   - Every transition that frees slots promotes as many parked jobs, in
+//     park order, as slots became free, in the same atomic step, and wakes
+//     one fetcher per job promoted.
+//   - A key's limit is the override stored with KeySetLimit if any, else the
+//     default limit carried by the job being admitted. 0 halts the key.
+//   - Each key has a fencing token, strictly increasing across the key's
+//     leases: a fetch gives each keyed job max(last+1, backend ms × 1024).
+//
+// All state of a key lives with its queue (on Redis, under the queue's hash
+// tag), so every step is atomic with the job transitions.
+type KeyDriver interface {
+	// KeySetLimit stores (or, with Reset, removes) the limit override of a
+	// key of a queue. Raising the limit promotes parked jobs at once;
+	// lowering it (0 halts) moves the key's available jobs beyond the new
+	// limit back to the head of its parked queue, newest first, so that
+	// jobs not yet started wait; running jobs finish. It returns the key's
+	// state after the change.
+	KeySetLimit(ctx context.Context, p *KeySetLimitParams) (*KeyInfo, error)
+
+	// KeyGet returns a key's state with its holders, or ErrKeyNotFound for
+	// a key never used in the queue (an idle key that was used is found: its
+	// fence and default limit are kept).
+	KeyGet(ctx context.Context, p *KeyParams) (*KeyInfo, error)
+
+	// KeyList lists a queue's active keys — those with holders, parked jobs
+	// or an override — most parked first, a page at a time, from an index:
+	// its cost is O(log n + Limit), not a scan. Holders are not filled in.
+	KeyList(ctx context.Context, p *KeyListParams) (*KeyListResult, error)
+}
+
+// OnBusy is what happens to a job whose key is busy when it is admitted:
+// its key holds its limit already, or other jobs of the key are parked.
+type OnBusy string
+
+// The on-busy policies. They apply to the job's first admission — its
+// insert, or the moment a delayed insert becomes due. A job admitted again
+// later (a retry, snooze, Again, or a recovered lease) always waits: it is
+// never dropped after it was accepted.
+const (
+	// OnBusyWait parks the job, invisible to fetchers, until a slot frees.
+	// The default.
+	OnBusyWait OnBusy = "wait"
+	// OnBusyDrop ends the job at once in state dropped, with the reason
+	// recorded: for "drop me if my twin runs".
+	OnBusyDrop OnBusy = "drop"
+	// OnBusyReschedule schedules the job BusyDelay later, without counting
+	// an attempt; it is admitted again then.
+	OnBusyReschedule OnBusy = "reschedule"
+	// OnBusyFail stores nothing and reports the insert Rejected. A delayed
+	// job that finds its key busy when due is dropped instead, since its
+	// insert already succeeded.
+	OnBusyFail OnBusy = "fail"
+)
+
+// UniqueScope is when two jobs with the same unique key conflict.
+type UniqueScope string
+
+// The uniqueness scopes. A job is queued while scheduled, available or
+// parked.
+const (
+	// UniqueQueued: an insert conflicts with a queued twin.
+	UniqueQueued UniqueScope = "queued"
+	// UniqueRunning: an insert conflicts with a running twin. (To keep
+	// twins from running at once, give them a concurrency key of limit 1.)
+	UniqueRunning UniqueScope = "running"
+	// UniqueUntilDone: an insert conflicts with a queued or running twin.
+	UniqueUntilDone UniqueScope = "until_done"
+	// UniquePeriod: an insert conflicts with a twin inserted less than
+	// Period before, whatever became of it: a throttle.
+	UniquePeriod UniqueScope = "period"
+)
+
+// UniqueConflict is what an insert that conflicts with a twin does.
+type UniqueConflict string
+
+// The answers to a uniqueness conflict.
+const (
+	// UniqueReturnExisting inserts nothing and returns the twin, with the
+	// status Duplicate. The default.
+	UniqueReturnExisting UniqueConflict = "existing"
+	// UniqueReplace gives a queued twin the insert's args (and, if the
+	// insert is delayed and the twin scheduled, its RunAt: a debounce) and
+	// returns it with the status Replaced. A twin that is not queued is
+	// returned as Duplicate.
+	UniqueReplace UniqueConflict = "replace"
+	// UniqueReject inserts nothing and reports the insert Rejected.
+	UniqueReject UniqueConflict = "reject"
+)
+
+// JobUnique makes a job unique among the jobs of its queue with the same
+// Key.
+type JobUnique struct {
+	// Key identifies twins; at most MaxKeyLen bytes.
+	Key   string
+	Scope UniqueScope
+	// Period is the window of UniquePeriod; ignored by other scopes.
+	Period     time.Duration
+	OnConflict UniqueConflict
+}
+
+// MaxKeyLen is the longest concurrency or unique key.
+const MaxKeyLen = 512
+
+// JobInsertStatus is what an insert did with one job.
+type JobInsertStatus string
+
+// The statuses of an inserted job.
+const (
+	// JobInserted: the job is stored; its row's State says where
+	// (available, scheduled, parked, or dropped by OnBusyDrop).
+	JobInserted JobInsertStatus = "inserted"
+	// JobDuplicate: a twin conflicted; the row is the twin's.
+	JobDuplicate JobInsertStatus = "duplicate"
+	// JobReplaced: a queued twin took the insert's args; the row is the
+	// twin's after the change.
+	JobReplaced JobInsertStatus = "replaced"
+	// JobRejected: nothing was stored (OnBusyFail, or UniqueReject); the row
+	// is the twin's for a uniqueness conflict, else nil, and Reason says
+	// why.
+	JobRejected JobInsertStatus = "rejected"
+)
+
+// KeySetLimitParams are the parameters of KeySetLimit.
+type KeySetLimitParams struct {
+	Queue string
+	Key   string
+	// Limit is the new override; 0 halts the key. Ignored with Reset.
+	Limit int
+	// Reset removes the override: each job's own default limit applies.
+	Reset bool
+}
+
+// KeyParams name one key of a queue.
+type KeyParams struct {
+	Queue string
+	Key   string
+}
+
+// KeyListParams are the parameters of KeyList.
+type KeyListParams struct {
+	Queue string
+	// Limit is the page size: 0 means 100, at most 1000.
+	Limit  int
+	Offset int
+}
+
+// KeyListResult is the result of KeyList.
+type KeyListResult struct {
+	Keys  []*KeyInfo
+	Total int // active keys in the queue
+}
+
+// KeyInfo is the state of one key of a queue.
+type KeyInfo struct {
+	Queue string
+	Key   string
+	// Limit is the override if Override, else the default limit of the
+	// key's most recently admitted or parked job (-1 if none is known).
+	Limit    int
+	Override bool
+	// Holding counts the jobs holding a slot: available or running.
+	Holding int
+	// Running counts the holders that are running.
+	Running int
+	// Parked counts the jobs waiting for a slot; OldestParked is when the
+	// head of the key's parked queue — the next to run — was parked (zero
+	// if none). It is the longest wait but after a lowered limit, which
+	// puts not-yet-started jobs back at the head with a new ParkedAt.
+	Parked       int
+	OldestParked time.Time
+	// Fence is the last fencing token given to a job of the key (0 if
+	// none).
+	Fence int64
+	// Holders are the holding jobs (KeyGet only).
+	Holders []*KeyHolder
+}
+
+// KeyHolder is one job holding a slot of a key.
+type KeyHolder struct {
+	ID         string
+	State      JobState // available or running
+	Fence      int64    // running only
+	LeaseUntil time.Time
+}
+
+// CheckJobInsertKeys validates the concurrency and uniqueness settings of
+// one job to insert, for every backend alike: an error wraps ErrBadParams
+// and says which setting is wrong.
+func CheckJobInsertKeys(j *JobInsert) error {
+	if j.Key != "" || j.Limit != 0 || j.OnBusy != "" || j.BusyDelay != 0 {
+		if err := CheckKey(j.Key); err != nil {
+			return err
+		}
+		if j.Limit < 1 {
+			return fmt.Errorf("%w: concurrency key %q: limit %d, must be at least 1", ErrBadParams, j.Key, j.Limit)
+		}
+		switch j.OnBusy {
+		case "", OnBusyWait, OnBusyDrop, OnBusyFail:
+		case OnBusyReschedule:
+			if j.BusyDelay < time.Millisecond {
+				return fmt.Errorf("%w: OnBusyReschedule needs a BusyDelay of at least 1ms, not %v", ErrBadParams, j.BusyDelay)
+			}
+		default:
+			return fmt.Errorf("%w: unknown OnBusy policy %q", ErrBadParams, j.OnBusy)
+		}
+	}
+	if u := j.Unique; u != nil {
+		if u.Key == "" || len(u.Key) > MaxKeyLen {
+			return fmt.Errorf("%w: unique key must have 1 to %d bytes, not %d", ErrBadParams, MaxKeyLen, len(u.Key))
+		}
+		switch u.Scope {
+		case UniqueQueued, UniqueRunning, UniqueUntilDone:
+		case UniquePeriod:
+			if u.Period < time.Millisecond {
+				return fmt.Errorf("%w: UniquePeriod needs a Period of at least 1ms, not %v", ErrBadParams, u.Period)
+			}
+		default:
+			return fmt.Errorf("%w: unknown unique scope %q", ErrBadParams, u.Scope)
+		}
+		switch u.OnConflict {
+		case "", UniqueReturnExisting, UniqueReplace, UniqueReject:
+		default:
+			return fmt.Errorf("%w: unknown unique conflict answer %q", ErrBadParams, u.OnConflict)
+		}
+	}
+	return nil
+}
+
+// CheckKey validates a concurrency key: 1 to MaxKeyLen bytes.
+func CheckKey(key string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: concurrency key must have 1 to %d bytes, not %d", ErrBadParams, MaxKeyLen, len(key))
+	}
+	return nil
+}
