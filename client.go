@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,13 +39,15 @@ func NewClient(driver batondriver.JobDriver, cfg *Config) (*Client, error) {
 }
 
 // Insert adds one job. Its kind's worker settings and opts (nil for
-// defaults) decide its queue, priority, schedule and attempts.
+// defaults) decide its queue, priority, schedule, attempts, concurrency key
+// and uniqueness. A job refused by OnBusyFail returns ErrKeyBusy, one
+// refused by UniqueReject ErrDuplicate with the twin in the result.
 func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
 	res, err := c.InsertMany(ctx, []*InsertManyParams{{Args: args, Opts: opts}})
-	if err != nil {
+	if res == nil {
 		return nil, err
 	}
-	return res[0], nil
+	return res[0], err
 }
 
 // InsertMany adds jobs, in one round trip per queue and thousand jobs.
@@ -53,7 +56,9 @@ func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*I
 // each cost the backend about what InsertMany does.
 // Either every job is checked and inserted, or an error says which one is
 // invalid and none is inserted; a backend error can leave some batches
-// inserted.
+// inserted. Jobs refused by their key's OnBusyFail or by UniqueReject do
+// not stop the others: the results are returned with an error that joins
+// one ErrKeyBusy or ErrDuplicate per refused job, naming its index.
 func (c *Client) InsertMany(ctx context.Context, jobs []*InsertManyParams) ([]*InsertResult, error) {
 	insert := c.insertMany
 	for i := len(c.cfg.InsertMiddleware) - 1; i >= 0; i-- {
@@ -92,25 +97,57 @@ func (c *Client) insertMany(ctx context.Context, jobs []*InsertManyParams) ([]*I
 		b.Jobs = append(b.Jobs, ins)
 	}
 	if len(jobs) == 1 {
-		row, err := c.insertGrouped(ctx, order[0], batches[order[0]].Jobs[0])
+		res, err := c.insertGrouped(ctx, order[0], batches[order[0]].Jobs[0])
 		if err != nil {
 			return nil, err
 		}
-		return []*InsertResult{{Job: row}}, nil
+		out := []*InsertResult{res.InsertResult}
+		return out, rejected(out, []*insertResult{res})
 	}
-	rows := map[string][]*JobRow{}
+	results := map[string][]*insertResult{}
 	for _, queue := range order {
 		r, err := c.insertBatches(ctx, queue, batches[queue].Jobs)
 		if err != nil {
 			return nil, err
 		}
-		rows[queue] = r
+		results[queue] = r
 	}
 	out := make([]*InsertResult, len(jobs))
+	all := make([]*insertResult, len(jobs))
 	for i, p := range where {
-		out[i] = &InsertResult{Job: rows[p.queue][p.index]}
+		all[i] = results[p.queue][p.index]
+		out[i] = all[i].InsertResult
 	}
-	return out, nil
+	return out, rejected(out, all)
+}
+
+// insertResult is an InsertResult with the backend's reason for a
+// rejection.
+type insertResult struct {
+	*InsertResult
+	reason string
+	key    string // the job's concurrency key
+}
+
+// rejected is the error for the inserts in res that were refused, or nil:
+// ErrKeyBusy or ErrDuplicate for one job, wrapped with the job's index
+// when there are several.
+func rejected(out []*InsertResult, res []*insertResult) error {
+	var errs []error
+	for i, r := range res {
+		if r.Status != JobRejected {
+			continue
+		}
+		err := fmt.Errorf("%w: key %q (OnBusyFail)", ErrKeyBusy, r.key)
+		if r.Job != nil {
+			err = fmt.Errorf("%w: %s", ErrDuplicate, r.reason)
+		}
+		if len(out) > 1 {
+			err = fmt.Errorf("insert #%d: %w", i, err)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // maxInsertBatch is the most jobs sent to the backend in one insert.
@@ -119,18 +156,24 @@ const maxInsertBatch = 1000
 // insertBatches inserts jobs into queue in batches of at most
 // maxInsertBatch: one Redis script runs alone on its server, and a huge one
 // would stall every other client of it.
-func (c *Client) insertBatches(ctx context.Context, queue string, jobs []*batondriver.JobInsert) ([]*JobRow, error) {
-	var rows []*JobRow
+func (c *Client) insertBatches(ctx context.Context, queue string, jobs []*batondriver.JobInsert) ([]*insertResult, error) {
+	var out []*insertResult
 	for len(jobs) > 0 {
 		n := min(len(jobs), maxInsertBatch)
 		res, err := c.driver.JobInsert(ctx, &batondriver.JobInsertParams{Queue: queue, Jobs: jobs[:n]})
 		if err != nil {
 			return nil, fmt.Errorf("baton: insert into %q: %w", queue, err)
 		}
-		rows = append(rows, res.Jobs...)
+		for i, row := range res.Jobs {
+			out = append(out, &insertResult{
+				InsertResult: &InsertResult{Job: row, Status: res.Status[i]},
+				reason:       res.Reason[i],
+				key:          jobs[i].Key,
+			})
+		}
 		jobs = jobs[n:]
 	}
-	return rows, nil
+	return out, nil
 }
 
 // prepare validates one job and resolves its options.
@@ -152,7 +195,7 @@ func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriv
 			return "", nil, fmt.Errorf("%w %q: no worker registered (set Config.AllowUnknownKinds if another process runs it)", ErrUnknownKind, kind)
 		}
 	}
-	o := InsertOpts{Priority: 1}
+	o := InsertOpts{}
 	if j.Opts != nil {
 		o = *j.Opts
 	}
@@ -204,8 +247,20 @@ func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriv
 	if len(args) > c.cfg.MaxArgsBytes {
 		return "", nil, fmt.Errorf("kind %q: args of %d bytes exceed Config.MaxArgsBytes (%d)", kind, len(args), c.cfg.MaxArgsBytes)
 	}
-	return queue, &batondriver.JobInsert{
+	ins := &batondriver.JobInsert{
 		Kind: kind, Args: args, Priority: o.Priority, MaxAttempts: attempts,
 		RunAt: runAt, Tags: o.Tags, Metadata: o.Metadata,
-	}, nil
+	}
+	if cc := cmp.Or(o.Concurrency, wopts.Concurrency); cc != nil {
+		if err := applyConcurrency(ins, cc, j.Args, args); err != nil {
+			return "", nil, err
+		}
+	}
+	if u := cmp.Or(o.Unique, wopts.Unique); u != nil {
+		applyUnique(ins, u, j.Args, args)
+	}
+	if err := batondriver.CheckJobInsertKeys(ins); err != nil {
+		return "", nil, fmt.Errorf("kind %q: %w", kind, err)
+	}
+	return queue, ins, nil
 }

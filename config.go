@@ -55,7 +55,9 @@ type Config struct {
 	Backoff func(attempt int) time.Duration
 
 	// CompletedRetention is how long completed jobs are kept. Default 24h;
-	// negative: deleted at once.
+	// negative: deleted at once. Jobs dropped by their key's OnBusyDrop are
+	// kept as long (at least a millisecond), then swept by the workers'
+	// fetches.
 	CompletedRetention time.Duration
 
 	// DeadRetention is how long jobs stay in the dead set (dead and

@@ -20,6 +20,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver/batonredis"
+	"github.com/batonhq/baton/internal/lockcheck"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -75,43 +76,21 @@ func runCrashWorker() int {
 }
 
 type crashProc struct {
-	cmd    *exec.Cmd
-	pid    int
-	killed time.Time // zero while alive
+	cmd      *exec.Cmd
+	pid      int
+	killed   time.Time // zero while alive
+	killedAt int64     // lockcheck.Now at the kill
 }
 
-func TestCrashWorkersLoseNoJob(t *testing.T) {
-	t.Parallel()
-	// BATON_CRASH_JOBS lengthens the run (make chaos).
-	jobs, duration := 3000, 20*time.Second
-	if v := os.Getenv("BATON_CRASH_JOBS"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, "BATON_CRASH_JOBS")
-		jobs, duration = n, time.Duration(n/100)*time.Second
-	}
-	srv := redistest.StartT(t, nil)
-	prefix := fmt.Sprintf("crash%d", time.Now().UnixNano())
-	logPath := filepath.Join(t.TempDir(), "executions.log")
-
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
-	d, err := batonredis.New(client, &batonredis.Config{Prefix: prefix})
-	require.NoError(t, err)
-	t.Cleanup(d.Close)
-	c, err := baton.NewClient(d, &baton.Config{AllowUnknownKinds: true, Logger: quiet})
-	require.NoError(t, err)
-	ctx := context.Background()
-	var batch []*baton.InsertManyParams
-	for i := range jobs {
-		batch = append(batch, &baton.InsertManyParams{Args: crashArgs{N: i}, Opts: &baton.InsertOpts{MaxAttempts: 1000}})
-	}
-	_, err = c.InsertMany(ctx, batch)
-	require.NoError(t, err)
-
+// crashRun runs three worker processes in role on srv under prefix, logging
+// to logPath, and kills one at random every 200-600ms until killFor has
+// passed, restarting it, until done reports true (or fails the test after
+// killFor + 40s). It returns every process started.
+func crashRun(t *testing.T, role string, srv *redistest.Server, prefix, logPath string,
+	killFor time.Duration, done func() bool) []*crashProc {
 	var procs []*crashProc
 	spawn := func() *crashProc {
-		cmd := startChild(t, "jobworker", srv.Addr(), prefix, logPath)
+		cmd := startChild(t, role, srv.Addr(), prefix, logPath)
 		p := &crashProc{cmd: cmd, pid: cmd.Process.Pid}
 		procs = append(procs, p)
 		return p
@@ -125,29 +104,76 @@ func TestCrashWorkersLoseNoJob(t *testing.T) {
 		}
 	})
 	alive := []*crashProc{spawn(), spawn(), spawn()}
-
-	deadline := time.Now().Add(duration + 40*time.Second)
-	killUntil := time.Now().Add(duration)
+	deadline := time.Now().Add(killFor + 40*time.Second)
+	killUntil := time.Now().Add(killFor)
 	kills := 0
-	for {
-		stats, err := c.QueueStats(ctx, "default")
-		require.NoError(t, err)
-		if stats.Counts[baton.JobStateCompleted] == jobs {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "jobs not all completed in time: %v", stats.Counts)
+	for !done() {
+		require.True(t, time.Now().Before(deadline), "jobs not all done in time")
 		time.Sleep(time.Duration(200+rand.IntN(400)) * time.Millisecond)
 		if time.Now().Before(killUntil) {
 			i := rand.IntN(len(alive))
 			victim := alive[i]
-			victim.killed = time.Now()
+			victim.killed, victim.killedAt = time.Now(), lockcheck.Now()
 			require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
 			_ = victim.cmd.Wait()
 			kills++
 			alive[i] = spawn()
 		}
 	}
-	t.Logf("%d jobs completed with %d kills", jobs, kills)
+	t.Logf("%d kills", kills)
+	return procs
+}
+
+// crashJobs is the size of a crash test: BATON_CRASH_JOBS lengthens the
+// run (make chaos).
+func crashJobs(t *testing.T, jobs int) (int, time.Duration) {
+	if v := os.Getenv("BATON_CRASH_JOBS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "BATON_CRASH_JOBS")
+		return n, time.Duration(n/100) * time.Second
+	}
+	return jobs, time.Duration(jobs/150) * time.Second
+}
+
+// crashClient is a client on a fresh prefix of srv, for the test's inserts
+// and checks.
+func crashClient(t *testing.T, srv *redistest.Server) (*baton.Client, string) {
+	prefix := fmt.Sprintf("crash%d", time.Now().UnixNano())
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	d, err := batonredis.New(client, &batonredis.Config{Prefix: prefix})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	c, err := baton.NewClient(d, &baton.Config{AllowUnknownKinds: true, Logger: quiet})
+	require.NoError(t, err)
+	return c, prefix
+}
+
+// completed reports whether the default queue holds n completed jobs.
+func completed(t *testing.T, c *baton.Client, n int) func() bool {
+	return func() bool {
+		stats, err := c.QueueStats(context.Background(), "default")
+		require.NoError(t, err)
+		return stats.Counts[baton.JobStateCompleted] == n
+	}
+}
+
+func TestCrashWorkersLoseNoJob(t *testing.T) {
+	t.Parallel()
+	jobs, duration := crashJobs(t, 3000)
+	srv := redistest.StartT(t, nil)
+	logPath := filepath.Join(t.TempDir(), "executions.log")
+	c, prefix := crashClient(t, srv)
+	ctx := context.Background()
+	var batch []*baton.InsertManyParams
+	for i := range jobs {
+		batch = append(batch, &baton.InsertManyParams{Args: crashArgs{N: i}, Opts: &baton.InsertOpts{MaxAttempts: 1000}})
+	}
+	_, err := c.InsertMany(ctx, batch)
+	require.NoError(t, err)
+	procs := crashRun(t, "jobworker", srv, prefix, logPath, duration, completed(t, c, jobs))
+	t.Logf("%d jobs completed", jobs)
 
 	// Every execution but a job's last must have been in a process killed
 	// after it started.

@@ -42,3 +42,18 @@ func (e *cancelError) Error() string {
 }
 
 func (e *cancelError) Unwrap() error { return e.err }
+
+// JobAgain returns an error that ends the job's run successfully and queues
+// a new run of the same job at once, in the same atomic step that frees its
+// concurrency slot: no twin slips in between and the follow-up cannot be
+// lost (docs/concurrency.md). The new run has its attempts reset; Runs
+// counts it.
+func JobAgain() error { return &againError{} }
+
+// JobAgainIn is JobAgain with the new run scheduled d from now; the slot is
+// free meanwhile.
+func JobAgainIn(d time.Duration) error { return &againError{d: d} }
+
+type againError struct{ d time.Duration }
+
+func (e *againError) Error() string { return fmt.Sprintf("baton: run again in %v", e.d) }

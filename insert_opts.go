@@ -10,7 +10,8 @@ type InsertOpts struct {
 	// Queue is where the job goes. Default: the kind's WorkerOpts.Queue,
 	// else "default".
 	Queue string
-	// Priority orders the jobs of a queue: 0 runs first, 9 last. Default 1.
+	// Priority orders the jobs of a queue: 0 runs first, 9 last. Default 0,
+	// the most urgent: give less urgent jobs a higher number.
 	Priority int
 	// RunAt schedules the job; zero means now. Delay is the same, relative.
 	RunAt time.Time
@@ -22,6 +23,10 @@ type InsertOpts struct {
 	Tags []string
 	// Metadata is a JSON object stored with the job.
 	Metadata []byte
+	// Concurrency and Unique replace the kind's WorkerOpts.Concurrency and
+	// WorkerOpts.Unique for this job.
+	Concurrency *ConcurrencyOpts
+	Unique      *UniqueOpts
 }
 
 // InsertManyParams is one job of InsertMany.
@@ -32,5 +37,9 @@ type InsertManyParams struct {
 
 // InsertResult describes an inserted job.
 type InsertResult struct {
+	// Job is the stored job — or, for a uniqueness conflict, its twin; nil
+	// for an insert refused with ErrKeyBusy.
 	Job *JobRow
+	// Status says whether the job was stored or resolved to a twin.
+	Status JobInsertStatus
 }

@@ -37,8 +37,8 @@ type insertGroup struct {
 	jobs    []*batondriver.JobInsert
 	turn    chan struct{} // closed when the group may be sent
 	sending bool          // turn closed (guarded by queueInserter.mu)
-	done    chan struct{} // closed when rows and err are set
-	rows    []*JobRow
+	done    chan struct{} // closed when results and err are set
+	results []*insertResult
 	err     error
 }
 
@@ -60,7 +60,7 @@ func (c *Client) queueInserter(queue string) *queueInserter {
 // Every caller waits at most until its own context ends; the group's
 // backend call goes on for the others (and so may insert a caller's job
 // after its context ended, as any call in flight may).
-func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriver.JobInsert) (*JobRow, error) {
+func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriver.JobInsert) (*insertResult, error) {
 	qi := c.queueInserter(queue)
 	qi.mu.Lock()
 	var g *insertGroup
@@ -97,7 +97,7 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 	if g.err != nil {
 		return nil, g.err
 	}
-	return g.rows[i], nil
+	return g.results[i], nil
 }
 
 // send sends a group, in the caller's goroutine if its context cannot end
@@ -120,7 +120,7 @@ func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string,
 		deadline = time.Now().Add(groupSendTimeout)
 	}
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	g.rows, g.err = c.insertBatches(sctx, queue, g.jobs)
+	g.results, g.err = c.insertBatches(sctx, queue, g.jobs)
 	cancel()
 	close(g.done)
 	qi.mu.Lock()

@@ -22,11 +22,13 @@ type JobState = batondriver.JobState
 // The states of a job.
 const (
 	JobStateScheduled = batondriver.JobStateScheduled
+	JobStateParked    = batondriver.JobStateParked
 	JobStateAvailable = batondriver.JobStateAvailable
 	JobStateRunning   = batondriver.JobStateRunning
 	JobStateCompleted = batondriver.JobStateCompleted
 	JobStateCancelled = batondriver.JobStateCancelled
 	JobStateDead      = batondriver.JobStateDead
+	JobStateDropped   = batondriver.JobStateDropped
 )
 
 // AttemptError is the error of one failed attempt.

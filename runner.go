@@ -245,7 +245,7 @@ func (r *runner) fetchRound() (next time.Time, fetched int, failed bool) {
 		sent := time.Now()
 		res, err := r.c.driver.JobFetch(r.fetchCtx, &batondriver.JobFetchParams{
 			Queue: queue, Max: min(free, 100), LeaseTTL: r.cfg.LeaseTTL, RecoverDelay: r.cfg.RecoverDelay,
-			DeadRetention: r.cfg.DeadRetention,
+			DeadRetention: r.cfg.DeadRetention, DroppedRetention: max(r.cfg.CompletedRetention, time.Millisecond),
 		})
 		if err != nil {
 			if r.fetchCtx.Err() == nil {
@@ -407,6 +407,7 @@ func (r *runner) outcome(e *execution, err error, log *slog.Logger) *batondriver
 	cause := context.Cause(e.ctx)
 	var (
 		snooze  *snoozeError
+		again   *againError
 		cancel  *cancelError
 		decode  *undecodableError
 		unknown *unknownKindError
@@ -423,6 +424,11 @@ func (r *runner) outcome(e *execution, err error, log *slog.Logger) *batondriver
 		log.Info("baton: job returned to its queue at stop")
 	case errors.As(err, &snooze):
 		f.Outcome, f.RunAt = batondriver.JobOutcomeSnooze, time.Now().Add(snooze.d)
+	case errors.As(err, &again):
+		f.Outcome = batondriver.JobOutcomeAgain
+		if again.d > 0 {
+			f.RunAt = time.Now().Add(again.d)
+		}
 	case errors.As(err, &cancel):
 		f.Outcome, f.Error = batondriver.JobOutcomeCancel, err.Error()
 		log.Info("baton: job cancelled by its handler", "err", err)

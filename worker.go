@@ -37,6 +37,13 @@ type WorkerOpts struct {
 	// Backoff is the delay before retry number attempt (1 after the first
 	// failure). nil: Config.Backoff.
 	Backoff func(attempt int) time.Duration
+	// Concurrency, if set, limits how many jobs of the kind with the same
+	// concurrency key run at once (docs/concurrency.md). An insert's own
+	// InsertOpts.Concurrency replaces it.
+	Concurrency *ConcurrencyOpts
+	// Unique, if set, makes jobs of the kind unique among their twins. An
+	// insert's own InsertOpts.Unique replaces it.
+	Unique *UniqueOpts
 }
 
 // Workers registers the worker of each kind. Add workers with AddWorker

@@ -1,0 +1,134 @@
+// Package keycheck checks histories of keyed job executions against what
+// Baton promises of a concurrency key (docs/concurrency.md):
+//
+//   - no more executions of a key overlap in time than its limit;
+//   - fences are unique per key and follow real time: an execution that
+//     ended before another started has the smaller fence.
+//
+// An execution is the time its handler ran: from just after its fetch
+// (inside the lease) to just before its outcome was recorded, or to the
+// moment its process was killed. Processes on one machine record with
+// lockcheck.Now (CLOCK_MONOTONIC), so their histories merge. Since a job
+// holds its key's slot from admission until its outcome is recorded (or
+// its lease expires, after a kill), executions nest inside slot holdings:
+// any overlap beyond the limit is a real violation, not a recording
+// artefact. Histories must not contain lease losses of live handlers
+// (heartbeats must keep up), which the limit does not cover.
+package keycheck
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Execution is one run of a keyed job's handler.
+type Execution struct {
+	Job   string
+	Key   string
+	Fence int64
+	Start int64 // lockcheck.Now when the handler started
+	End   int64 // when it returned, or its process was killed; 0: never (the history ended first)
+}
+
+// Check verifies the executions; limits holds each key's limit, which must
+// not have changed during the history. It returns nil or an error listing
+// the violations (at most 20).
+func Check(execs []Execution, limits map[string]int) error {
+	var bad []string
+	add := func(format string, args ...any) {
+		if len(bad) < 20 {
+			bad = append(bad, fmt.Sprintf(format, args...))
+		}
+	}
+	byKey := map[string][]Execution{}
+	for _, e := range execs {
+		if _, ok := limits[e.Key]; !ok {
+			add("job %s: key %q has no limit", e.Job, e.Key)
+			continue
+		}
+		if e.End != 0 && e.End < e.Start {
+			add("job %s: ends before it starts", e.Job)
+		}
+		byKey[e.Key] = append(byKey[e.Key], e)
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		es := byKey[k]
+		checkOverlap(k, es, limits[k], add)
+		checkFences(k, es, add)
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return errors.New("keycheck: " + strings.Join(bad, "\n  "))
+}
+
+// checkOverlap sweeps the executions' starts and ends in time order: an
+// end at the same instant as a start counts first.
+func checkOverlap(key string, es []Execution, limit int, add func(string, ...any)) {
+	type edge struct {
+		at    int64
+		delta int
+		job   string
+	}
+	var edges []edge
+	for _, e := range es {
+		edges = append(edges, edge{e.Start, +1, e.Job})
+		if e.End != 0 {
+			edges = append(edges, edge{e.End, -1, e.Job})
+		}
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta))
+	})
+	running := 0
+	for _, e := range edges {
+		running += e.delta
+		if running > limit {
+			add("key %q: %d executions at once (limit %d) when job %s started", key, running, limit, e.job)
+		}
+	}
+}
+
+// checkFences requires unique fences, and smaller fences for executions
+// that ended before another started.
+func checkFences(key string, es []Execution, add func(string, ...any)) {
+	seen := map[int64]string{}
+	for _, e := range es {
+		if e.Fence <= 0 {
+			add("key %q: job %s ran without a fence", key, e.Job)
+			continue
+		}
+		if other, dup := seen[e.Fence]; dup && other != e.Job {
+			add("key %q: fence %d given to jobs %s and %s", key, e.Fence, other, e.Job)
+		}
+		seen[e.Fence] = e.Job
+	}
+	ended := slices.Clone(es)
+	slices.SortFunc(ended, func(a, b Execution) int { return cmp.Compare(a.End, b.End) })
+	started := slices.Clone(es)
+	slices.SortFunc(started, func(a, b Execution) int { return cmp.Compare(a.Start, b.Start) })
+	// For each execution in start order, every execution that ended before
+	// it started must have a smaller fence: compare with the largest such.
+	var most Execution
+	i := 0
+	for _, s := range started {
+		for i < len(ended) && ended[i].End != 0 && ended[i].End < s.Start {
+			if ended[i].Fence > most.Fence {
+				most = ended[i]
+			}
+			i++
+		}
+		if most.Job != "" && most.Fence >= s.Fence {
+			add("key %q: job %s started after job %s ended, with fence %d not above %d",
+				key, s.Job, most.Job, s.Fence, most.Fence)
+		}
+	}
+}

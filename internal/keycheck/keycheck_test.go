@@ -1,0 +1,56 @@
+package keycheck
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCheckValid(t *testing.T) {
+	execs := []Execution{
+		{Job: "a", Key: "k", Fence: 1, Start: 0, End: 10},
+		{Job: "b", Key: "k", Fence: 2, Start: 10, End: 20}, // starts as a ends
+		{Job: "c", Key: "k3", Fence: 5, Start: 0, End: 30},
+		{Job: "d", Key: "k3", Fence: 6, Start: 1, End: 30},
+		{Job: "e", Key: "k3", Fence: 7, Start: 2}, // killed, never ended
+	}
+	require.NoError(t, Check(execs, map[string]int{"k": 1, "k3": 3}))
+}
+
+func TestCheckViolations(t *testing.T) {
+	for name, tc := range map[string]struct {
+		execs []Execution
+		want  string
+	}{
+		"over limit": {
+			[]Execution{{Job: "a", Key: "k", Fence: 1, Start: 0, End: 10}, {Job: "b", Key: "k", Fence: 2, Start: 5, End: 20}},
+			"2 executions at once (limit 1)",
+		},
+		"killed holder still counts": {
+			[]Execution{{Job: "a", Key: "k", Fence: 1, Start: 0}, {Job: "b", Key: "k", Fence: 2, Start: 5, End: 20}},
+			"2 executions at once",
+		},
+		"fence reused": {
+			[]Execution{{Job: "a", Key: "k", Fence: 1, Start: 0, End: 1}, {Job: "b", Key: "k", Fence: 1, Start: 2, End: 3}},
+			"fence 1 given to jobs a and b",
+		},
+		"fence went back": {
+			[]Execution{{Job: "a", Key: "k", Fence: 9, Start: 0, End: 1}, {Job: "b", Key: "k", Fence: 3, Start: 2, End: 3}},
+			"with fence 3 not above 9",
+		},
+		"no fence": {
+			[]Execution{{Job: "a", Key: "k", Start: 0, End: 1}},
+			"ran without a fence",
+		},
+		"unknown key": {
+			[]Execution{{Job: "a", Key: "x", Fence: 1}},
+			`key "x" has no limit`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := Check(tc.execs, map[string]int{"k": 1})
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
