@@ -51,6 +51,7 @@ func TestCLI(t *testing.T) {
 		"Unreachable":    testUnreachable,
 		"NotAvailable":   testNotAvailable,
 		"Cluster":        testCluster,
+		"TLS":            testTLS,
 		"DemoUnchanged":  testDemo,
 		"EmptyBackend":   testEmptyBackend,
 		"JSONErrorShape": testJSONError,
@@ -60,7 +61,17 @@ func TestCLI(t *testing.T) {
 			test(t, bin)
 		})
 	}
+	for name, test := range platformTests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, bin)
+		})
+	}
 }
+
+// platformTests are the subtests of TestCLI that need one OS, registered by
+// their files.
+var platformTests = map[string]func(*testing.T, string){}
 
 // result is one run of the binary.
 type result struct {
