@@ -27,6 +27,15 @@
 // Without -q, job commands look in every queue. Every command but demo
 // takes --json to print JSON for scripts instead of tables for people.
 //
+// RETRYING counts the scheduled jobs that have run before (a failed attempt
+// waiting for its backoff). The backend keeps no such count, so baton reads
+// up to 1000 scheduled jobs per queue; past that the count is a lower bound,
+// shown as "12+" (JSON: retrying_exact false).
+//
+// Not there yet: `locks list` (no backend keeps an index of lock keys), and
+// the per-key commands of job concurrency keys (keys list, key show, limit
+// set and reset), which come with the key API.
+//
 // # Connecting
 //
 // --redis URL (or the environment variable BATON_REDIS_URL) names the Redis;
@@ -46,7 +55,7 @@
 //
 // In a list, the first entry is a full URL (a bare host:port means
 // redis://host:port) and carries the options, credentials and database; the
-// others give only host:port. --prefix (BATON_PREFIX) is the key prefix the
+// others give only host:port (a comma is always a separator). --prefix (BATON_PREFIX) is the key prefix the
 // applications use, "baton" by default.
 //
 // # Exit codes
