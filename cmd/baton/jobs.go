@@ -80,9 +80,9 @@ func newJobsCmd(a *app) *cobra.Command {
 type pageFlags struct{ limit, offset int }
 
 func (p *pageFlags) add(cmd *cobra.Command) {
+	p.limit = 20
 	cmd.Flags().Var(&intFlag{v: &p.limit, min: 1, max: maxPage}, "limit", "show at most `N` jobs (1..1000)")
 	cmd.Flags().Var(&intFlag{v: &p.offset, min: 0, max: 1 << 30}, "offset", "skip the first `N` jobs")
-	p.limit = 20
 }
 
 // queueFlag is -q/--queue; "" means every queue.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -186,6 +187,19 @@ Exit codes: 0 ok, 1 the operation failed, 2 bad usage, 3 not found,
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(a))
 	}
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(_ *cobra.Command, args []string) error {
+			// cobra's own help shows the root's help, and exits 0, for an
+			// unknown topic.
+			cmd, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				return usageErr("unknown help topic %q", strings.Join(args, " "))
+			}
+			return cmd.Help()
+		},
+	})
 	return root
 }
 

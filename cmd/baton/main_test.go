@@ -24,6 +24,12 @@ func TestUsage(t *testing.T) {
 	out.Reset()
 	require.Equal(t, exitOK, run(context.Background(), []string{"--help"}, &out, &errOut))
 	require.Contains(t, out.String(), "Exit codes")
+	out.Reset()
+	require.Equal(t, exitOK, run(context.Background(), []string{"help", "jobs", "list"}, &out, &errOut))
+	require.Contains(t, out.String(), "--limit N       show at most N jobs (1..1000) (default 20)")
+	errOut.Reset()
+	require.Equal(t, exitUsage, run(context.Background(), []string{"help", "frob"}, &out, &errOut))
+	require.Contains(t, errOut.String(), `unknown help topic "frob"`)
 }
 
 func TestDemoBadRedis(t *testing.T) {
