@@ -517,6 +517,16 @@ func testUnreachable(t *testing.T, bin string) {
 	require.NoError(t, json.Unmarshal([]byte(r.stderr), &e), r.stderr)
 	require.Equal(t, exitUnreachable, e.ExitCode)
 	require.Empty(t, r.stdout)
+
+	// A server that accepts connections but answers nothing (SIGSTOP):
+	// --timeout bounds the wait.
+	srv := redistest.StartT(t, nil)
+	require.NoError(t, srv.Pause())
+	start := time.Now()
+	r = cli(t, bin, nil, "--redis", "redis://"+srv.Addr(), "--timeout", "300ms", "stats")
+	require.Equal(t, exitUnreachable, r.code, r.stderr)
+	require.Contains(t, r.stderr, "no answer within 300ms")
+	require.Less(t, time.Since(start), 5*time.Second)
 }
 
 func testNotAvailable(t *testing.T, bin string) {
