@@ -1,0 +1,440 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton"
+)
+
+// jobStates are the states `jobs list --state` accepts, in the order of a
+// job's life.
+var jobStates = []baton.JobState{
+	baton.JobStateScheduled, baton.JobStateAvailable, baton.JobStateRunning,
+	baton.JobStateCompleted, baton.JobStateCancelled, baton.JobStateDead,
+}
+
+// maxPage is the most jobs one listing shows, the backend's page limit.
+const maxPage = 1000
+
+// jobOut is a job as the commands print it. The lease, the running
+// attempt's secret, is left out: with it anyone could finish the job.
+type jobOut struct {
+	ID          string               `json:"id"`
+	Queue       string               `json:"queue"`
+	Kind        string               `json:"kind"`
+	State       baton.JobState       `json:"state"`
+	Priority    int                  `json:"priority"`
+	Attempt     int                  `json:"attempt"`
+	MaxAttempts int                  `json:"max_attempts"`
+	Args        json.RawMessage      `json:"args"`
+	Tags        []string             `json:"tags,omitempty"`
+	Metadata    json.RawMessage      `json:"metadata,omitempty"`
+	CreatedAt   *time.Time           `json:"created_at,omitempty"`
+	RunAt       *time.Time           `json:"run_at,omitempty"`
+	AttemptedAt *time.Time           `json:"attempted_at,omitempty"`
+	FinishedAt  *time.Time           `json:"finished_at,omitempty"`
+	LeaseUntil  *time.Time           `json:"lease_until,omitempty"`
+	Errors      []baton.AttemptError `json:"errors,omitempty"`
+}
+
+func toJobOut(r *baton.JobRow) *jobOut {
+	return &jobOut{
+		ID: r.ID, Queue: r.Queue, Kind: r.Kind, State: r.State, Priority: r.Priority,
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
+		Args: rawJSON(r.Args), Tags: r.Tags, Metadata: rawJSON(r.Metadata),
+		CreatedAt: timePtr(r.CreatedAt), RunAt: timePtr(r.RunAt), AttemptedAt: timePtr(r.AttemptedAt),
+		FinishedAt: timePtr(r.FinishedAt), LeaseUntil: timePtr(r.LeaseUntil), Errors: r.Errors,
+	}
+}
+
+// rawJSON is b as JSON: itself if valid, else as a string, so that one odd
+// job cannot break a listing.
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	if json.Valid(b) {
+		return b
+	}
+	s, _ := json.Marshal(string(b))
+	return s
+}
+
+func newJobsCmd(a *app) *cobra.Command {
+	return group("jobs", "List, show, retry and delete jobs",
+		a.jobsListCmd(), a.jobsShowCmd(), a.jobsRetryCmd(), a.jobsDeleteCmd())
+}
+
+// pageFlags are --limit and --offset.
+type pageFlags struct{ limit, offset int }
+
+func (p *pageFlags) add(cmd *cobra.Command) {
+	p.limit = 20
+	cmd.Flags().Var(&intFlag{v: &p.limit, min: 1, max: maxPage}, "limit", "show at most `N` jobs (1..1000)")
+	cmd.Flags().Var(&intFlag{v: &p.offset, min: 0, max: 1 << 30}, "offset", "skip the first `N` jobs")
+}
+
+// queueFlag is -q/--queue; "" means every queue.
+func queueFlag(cmd *cobra.Command, q *string) {
+	cmd.Flags().StringVarP(q, "queue", "q", "", "only this `queue` (default: every queue)")
+}
+
+func (a *app) jobsListCmd() *cobra.Command {
+	var queue, state string
+	var page pageFlags
+	cmd := &cobra.Command{
+		Use:   "list [-q QUEUE] [--state STATE] [--limit N] [--offset N]",
+		Short: "List jobs in one state, oldest first",
+		Long: `List the jobs in one state, oldest first: available and scheduled ones by when
+they (are to) run, running ones by when they started, the others by when they
+finished. Without -q the jobs of every queue are merged; then --offset plus --limit
+may not exceed 1000. States: ` + statesList() + `.`,
+		RunE: a.action(0, 0, func(ctx context.Context, b *backend, _ []string) error {
+			st, err := parseState(state)
+			if err != nil {
+				return err
+			}
+			queues, err := queuesOf(ctx, b, queue)
+			if err != nil {
+				return err
+			}
+			jobs, total, err := listJobs(ctx, b, queues, []baton.JobState{st}, page)
+			if err != nil {
+				return err
+			}
+			return a.emitJobs(jobs, total, page, len(queues) != 1)
+		}),
+	}
+	queueFlag(cmd, &queue)
+	cmd.Flags().StringVar(&state, "state", string(baton.JobStateAvailable), "the `state` to list")
+	page.add(cmd)
+	return cmd
+}
+
+func statesList() string {
+	s := make([]string, len(jobStates))
+	for i, st := range jobStates {
+		s[i] = string(st)
+	}
+	return strings.Join(s, ", ")
+}
+
+func parseState(s string) (baton.JobState, error) {
+	for _, st := range jobStates {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", usageErr("unknown --state %q: want one of %s", s, statesList())
+}
+
+// listJobs lists the jobs of queues in states, oldest first, a page at a
+// time, and how many there are in all. With one queue and state it is one
+// backend call; otherwise it reads the first offset+limit of each and
+// merges them.
+func listJobs(ctx context.Context, b *backend, queues []string, states []baton.JobState, page pageFlags) ([]*baton.JobRow, int, error) {
+	if len(queues)*len(states) == 1 {
+		return b.client.JobList(ctx, queues[0], states[0], &baton.JobListOpts{Limit: page.limit, Offset: page.offset})
+	}
+	if page.offset+page.limit > maxPage {
+		return nil, 0, usageErr("--offset %d plus --limit %d exceeds %d over several queues or states: name one queue with -q",
+			page.offset, page.limit, maxPage)
+	}
+	var all []*baton.JobRow
+	total := 0
+	for _, q := range queues {
+		for _, st := range states {
+			jobs, n, err := b.client.JobList(ctx, q, st, &baton.JobListOpts{Limit: page.offset + page.limit})
+			if err != nil {
+				return nil, 0, err
+			}
+			all = append(all, jobs...)
+			total += n
+		}
+	}
+	slices.SortStableFunc(all, func(x, y *baton.JobRow) int {
+		return cmp.Or(orderTime(x).Compare(orderTime(y)), cmp.Compare(x.ID, y.ID))
+	})
+	if page.offset >= len(all) {
+		return nil, total, nil
+	}
+	return all[page.offset:min(len(all), page.offset+page.limit)], total, nil
+}
+
+// orderTime is the time a job is listed by: the backend's order for its
+// state.
+func orderTime(r *baton.JobRow) time.Time {
+	switch r.State {
+	case baton.JobStateAvailable, baton.JobStateScheduled:
+		return r.RunAt
+	case baton.JobStateRunning:
+		return r.AttemptedAt
+	}
+	return r.FinishedAt
+}
+
+// jobListOut is a page of jobs as --json prints it.
+type jobListOut struct {
+	Total  int       `json:"total"`
+	Offset int       `json:"offset"`
+	Jobs   []*jobOut `json:"jobs"`
+}
+
+// emitJobs prints a page of jobs; the QUEUE column only when several
+// queues were listed.
+func (a *app) emitJobs(jobs []*baton.JobRow, total int, page pageFlags, manyQueues bool) error {
+	out := jobListOut{Total: total, Offset: page.offset, Jobs: make([]*jobOut, len(jobs))}
+	for i, j := range jobs {
+		out.Jobs[i] = toJobOut(j)
+	}
+	now := time.Now()
+	return a.emit(out, func(w io.Writer) {
+		if len(jobs) == 0 {
+			fmt.Fprintf(w, "no jobs (%d in all)\n", total)
+			return
+		}
+		head := []any{"ID", "KIND", "STATE", "PRIO", "ATTEMPT", "WHEN", "ARGS", "LAST ERROR"}
+		if manyQueues {
+			head = slices.Insert(head, 1, any("QUEUE"))
+		}
+		row(w, head...)
+		for _, j := range jobs {
+			lastErr := "-"
+			if n := len(j.Errors); n > 0 {
+				lastErr = clip(j.Errors[n-1].Error, 40)
+			}
+			cells := []any{j.ID, j.Kind, j.State, j.Priority, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts),
+				when(orderTime(j), now), clip(string(j.Args), 40), lastErr}
+			if manyQueues {
+				cells = slices.Insert(cells, 1, any(j.Queue))
+			}
+			row(w, cells...)
+		}
+		if shown := page.offset + len(jobs); shown < total || page.offset > 0 {
+			fmt.Fprintf(w, "(%d-%d of %d; --offset %d for more)\n", page.offset+1, shown, total, shown)
+		}
+	})
+}
+
+func (a *app) jobsShowCmd() *cobra.Command {
+	var queue string
+	cmd := &cobra.Command{
+		Use:   "show ID [-q QUEUE]",
+		Short: "Show one job: its state, args, attempts and errors",
+		Long:  "Show one job: its state, args, attempts and errors. Without -q every queue is searched.",
+		RunE: a.action(1, 1, func(ctx context.Context, b *backend, args []string) error {
+			j, err := findJob(ctx, b, queue, args[0])
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			return a.emit(toJobOut(j), func(w io.Writer) {
+				row(w, "ID:", j.ID)
+				row(w, "Queue:", j.Queue)
+				row(w, "Kind:", j.Kind)
+				row(w, "State:", j.State)
+				row(w, "Priority:", j.Priority)
+				row(w, "Attempt:", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
+				row(w, "Created:", stamp(j.CreatedAt, now))
+				row(w, "Run at:", stamp(j.RunAt, now))
+				row(w, "Attempted:", stamp(j.AttemptedAt, now))
+				row(w, "Finished:", stamp(j.FinishedAt, now))
+				if j.State == baton.JobStateRunning {
+					row(w, "Lease until:", stamp(j.LeaseUntil, now))
+				}
+				if len(j.Tags) > 0 {
+					row(w, "Tags:", strings.Join(j.Tags, ", "))
+				}
+				row(w, "Args:", string(j.Args))
+				if len(j.Metadata) > 0 {
+					row(w, "Metadata:", string(j.Metadata))
+				}
+				if len(j.Errors) == 0 {
+					row(w, "Errors:", "none")
+					return
+				}
+				row(w, "Errors:")
+				for _, e := range j.Errors {
+					row(w, fmt.Sprintf("  attempt %d", e.Attempt), e.At.UTC().Format(time.RFC3339), e.Error)
+				}
+			})
+		}),
+	}
+	queueFlag(cmd, &queue)
+	return cmd
+}
+
+// findJob returns job id of queue, or with "" of whichever queue has it.
+func findJob(ctx context.Context, b *backend, queue, id string) (*baton.JobRow, error) {
+	if id == "" {
+		return nil, usageErr("empty job ID")
+	}
+	queues, err := queuesOf(ctx, b, queue)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range queues {
+		j, err := b.client.JobGet(ctx, q, id)
+		if errors.Is(err, baton.ErrJobNotFound) {
+			continue
+		}
+		return j, err
+	}
+	if queue != "" {
+		return nil, notFoundErr("job %s not found in queue %q", id, queue)
+	}
+	return nil, notFoundErr("job %s not found in any queue", id)
+}
+
+func (a *app) jobsRetryCmd() *cobra.Command {
+	var queue string
+	cmd := &cobra.Command{
+		Use:   "retry ID... [-q QUEUE]",
+		Short: "Make jobs available now, with their attempts reset",
+		Long: `Make dead, cancelled, scheduled or available jobs available now, with their
+attempts reset. Running and completed jobs cannot be retried.`,
+		RunE: a.action(1, -1, func(ctx context.Context, b *backend, ids []string) error {
+			return a.eachJob(ctx, b, queue, ids, "retried", retryJob)
+		}),
+	}
+	queueFlag(cmd, &queue)
+	return cmd
+}
+
+func (a *app) jobsDeleteCmd() *cobra.Command {
+	var queue string
+	cmd := &cobra.Command{
+		Use:   "delete ID... [-q QUEUE]",
+		Short: "Delete jobs that are not running",
+		RunE: a.action(1, -1, func(ctx context.Context, b *backend, ids []string) error {
+			return a.eachJob(ctx, b, queue, ids, "deleted", deleteJob)
+		}),
+	}
+	queueFlag(cmd, &queue)
+	return cmd
+}
+
+func retryJob(ctx context.Context, b *backend, j *baton.JobRow) error {
+	switch j.State {
+	case baton.JobStateRunning, baton.JobStateCompleted:
+		return failedErr("job %s is %s: only dead, cancelled, scheduled and available jobs can be retried", j.ID, j.State)
+	}
+	_, err := b.client.JobRetry(ctx, j.Queue, j.ID)
+	return err
+}
+
+func deleteJob(ctx context.Context, b *backend, j *baton.JobRow) error {
+	if j.State == baton.JobStateRunning {
+		return failedErr("job %s is running and cannot be deleted; it can be once its attempt ends", j.ID)
+	}
+	return b.client.JobDelete(ctx, j.Queue, j.ID)
+}
+
+// bulkOut is the result of an operation on many jobs.
+type bulkOut struct {
+	Done   []string    `json:"done"`
+	Failed []bulkError `json:"failed,omitempty"`
+}
+
+type bulkError struct {
+	ID       string `json:"id"`
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// eachJob applies op to the jobs ids and prints what became of each. It
+// goes on past failures and returns the first one's exit code.
+func (a *app) eachJob(ctx context.Context, b *backend, queue string, ids []string, done string,
+	op func(context.Context, *backend, *baton.JobRow) error) error {
+	if queue != "" {
+		if err := requireQueue(ctx, b, queue); err != nil {
+			return err
+		}
+	}
+	out := bulkOut{Done: []string{}}
+	var first *exitError
+	for _, id := range ids {
+		j, err := findJob(ctx, b, queue, id)
+		if err == nil {
+			err = op(ctx, b, j)
+		}
+		if err != nil {
+			ee := a.classify(err).(*exitError)
+			if ee.code == exitUnreachable || ee.code == exitUsage {
+				return ee
+			}
+			if first == nil {
+				first = ee
+			}
+			out.Failed = append(out.Failed, bulkError{ID: id, Error: ee.err.Error(), ExitCode: ee.code})
+			continue
+		}
+		out.Done = append(out.Done, id)
+	}
+	if err := a.emit(out, func(w io.Writer) {
+		for _, id := range out.Done {
+			fmt.Fprintf(w, "%s %s\n", done, id)
+		}
+	}); err != nil {
+		return err
+	}
+	if first == nil {
+		return nil
+	}
+	if len(ids) > 1 {
+		msgs := make([]string, len(out.Failed))
+		for i, f := range out.Failed {
+			msgs[i] = f.Error
+		}
+		return &exitError{code: first.code, err: fmt.Errorf("%d of %d jobs not %s: %s", len(out.Failed), len(ids), done, strings.Join(msgs, "; "))}
+	}
+	return first
+}
+
+// intFlag is an int flag with bounds, so that a bad number is refused with
+// a plain message (and exit code 2) before anything runs.
+type intFlag struct {
+	v        *int
+	min, max int
+}
+
+func (f *intFlag) String() string {
+	if f.v == nil {
+		return "0"
+	}
+	return strconv.Itoa(*f.v)
+}
+
+func (f *intFlag) Set(s string) error {
+	n, err := parseInt(s, f.min, f.max)
+	if err != nil {
+		return err
+	}
+	*f.v = n
+	return nil
+}
+
+func (f *intFlag) Type() string { return "int" }
+
+// parseInt parses a whole number within [lo, hi].
+func parseInt(s string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("not a whole number")
+	}
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("out of range %d..%d", lo, hi)
+	}
+	return n, nil
+}
