@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -63,6 +64,7 @@ func (h *handler) funcs() template.FuncMap {
 		"maxErrors": func() int { return batondriver.MaxErrors },
 		"inc":       func(i int) int { return i + 1 },
 		"sub":       func(a, b int) int { return a - b },
+		"add":       func(a, b int) int { return a + b },
 	}
 }
 
@@ -163,7 +165,7 @@ func compactJSON(b []byte) string {
 	if json.Compact(&buf, b) != nil {
 		return string(b)
 	}
-	return buf.String()
+	return unescapeHTML(buf.Bytes())
 }
 
 // indentJSON is b pretty-printed, or b as it is if it is not JSON.
@@ -172,7 +174,42 @@ func indentJSON(b []byte) string {
 	if json.Indent(&buf, b, "", "  ") != nil {
 		return string(b)
 	}
-	return buf.String()
+	return unescapeHTML(buf.Bytes())
+}
+
+// unescapeHTML turns the escapes \u003c, \u003e and \u0026 that Go's
+// encoding/json puts in strings back into <, > and &, so that a person
+// reads the text as it was: the page is safe because html/template
+// escapes whatever it shows, not because of these escapes. b is valid
+// JSON, and stays valid and equivalent.
+func unescapeHTML(b []byte) string {
+	var out strings.Builder
+	out.Grow(len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c != '\\' || i+1 >= len(b) {
+			out.WriteByte(c)
+			continue
+		}
+		// An escape: two bytes, or six for \uXXXX.
+		if b[i+1] == 'u' && i+6 <= len(b) {
+			switch strings.ToLower(string(b[i+2 : i+6])) {
+			case "003c":
+				out.WriteByte('<')
+			case "003e":
+				out.WriteByte('>')
+			case "0026":
+				out.WriteByte('&')
+			default:
+				out.Write(b[i : i+6])
+			}
+			i += 5
+			continue
+		}
+		out.Write(b[i : i+2])
+		i++
+	}
+	return out.String()
 }
 
 func lastError(j *baton.JobRow) string {

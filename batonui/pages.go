@@ -298,10 +298,12 @@ type deadQueue struct {
 type deadData struct {
 	Queues   []deadQueue
 	Selected string
-	State    baton.JobState
-	Jobs     []*baton.JobRow
-	Pager    pager
-	Return   string
+	// SelDead and SelCancelled count the selected queue's dead set.
+	SelDead, SelCancelled int
+	State                 baton.JobState
+	Jobs                  []*baton.JobRow
+	Pager                 pager
+	Return                string
 }
 
 // dead lists the dead set of one queue at a time: dead or cancelled jobs,
@@ -326,6 +328,9 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 		if dq.Dead+dq.Cancelled > 0 {
 			d.Queues = append(d.Queues, dq)
 		}
+		if st.Queue == d.Selected {
+			d.SelDead, d.SelCancelled = dq.Dead, dq.Cancelled
+		}
 	}
 	if d.State == "" {
 		d.State = baton.JobStateDead
@@ -336,6 +341,7 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Selected == "" && len(d.Queues) > 0 {
 		d.Selected = d.Queues[0].Name
+		d.SelDead, d.SelCancelled = d.Queues[0].Dead, d.Queues[0].Cancelled
 		if d.Queues[0].Dead == 0 && r.URL.Query().Get("state") == "" {
 			d.State = baton.JobStateCancelled
 		}
@@ -386,7 +392,7 @@ func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 		for _, k := range h.cfg.LockKeys {
 			d.Watched = append(d.Watched, h.inspect(r.Context(), k))
 		}
-		if d.Query != "" {
+		if d.Query != "" && !slices.Contains(h.cfg.LockKeys, d.Query) {
 			d.Looked = h.inspect(r.Context(), d.Query)
 		}
 	}
