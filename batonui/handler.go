@@ -124,13 +124,18 @@ func cacheStatic(next http.Handler) http.Handler {
 }
 
 // readOnly refuses every request but GET and HEAD unless the dashboard is
-// writable.
+// writable, and bounds the bodies of those it lets through.
 func (h *handler) readOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.cfg.Writable && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !h.cfg.Writable {
 			h.fail(w, r, http.StatusForbidden, "The dashboard is read-only (Config.Writable is off).")
 			return
 		}
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10) // a form is a few bytes
 		next.ServeHTTP(w, r)
 	})
 }
