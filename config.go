@@ -90,6 +90,12 @@ type Config struct {
 	// InsertMiddleware wraps every insert call, outermost first.
 	InsertMiddleware []InsertMiddleware
 
+	// OnJobEnd, if set, is called after every attempt this client runs, in
+	// the worker's goroutine, before its outcome is recorded: for metrics
+	// and tracing (package batonprom uses it). It must be quick and must not
+	// block.
+	OnJobEnd func(*JobEvent)
+
 	// Logger receives the client's logs, with job attributes. Default
 	// slog.Default().
 	Logger *slog.Logger

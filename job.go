@@ -1,6 +1,8 @@
 package baton
 
 import (
+	"time"
+
 	"github.com/batonhq/baton/batondriver"
 )
 
@@ -39,3 +41,34 @@ type Job[T JobArgs] struct {
 	*JobRow
 	Args T
 }
+
+// JobEvent describes one finished attempt, for Config.OnJobEnd.
+type JobEvent struct {
+	Queue string
+	Kind  string
+	// Outcome is what the attempt asked the backend to record; "lost" if
+	// its lease was lost and nothing is recorded.
+	Outcome JobOutcome
+	Attempt int
+	// Wait is from when the job became runnable (its RunAt) to its start;
+	// Run is how long its handler ran.
+	Wait time.Duration
+	Run  time.Duration
+	// Err is the handler's error, nil on success.
+	Err error
+}
+
+// JobOutcome is what became of an attempt.
+type JobOutcome = batondriver.JobOutcome
+
+// The outcomes of an attempt, as JobEvent reports them.
+const (
+	JobOutcomeCompleted = batondriver.JobOutcomeCompleted
+	JobOutcomeRetry     = batondriver.JobOutcomeRetry
+	JobOutcomeSnooze    = batondriver.JobOutcomeSnooze
+	JobOutcomeCancel    = batondriver.JobOutcomeCancel
+	JobOutcomeDead      = batondriver.JobOutcomeDead
+	JobOutcomeAgain     = batondriver.JobOutcomeAgain
+	// JobOutcomeLost: the lease was lost; the backend takes the job back.
+	JobOutcomeLost JobOutcome = "lost"
+)

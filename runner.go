@@ -337,8 +337,17 @@ func (r *runner) execute(e *execution) {
 	defer r.execs.Done()
 	row := e.row
 	log := r.log.With("job_id", row.ID, "kind", row.Kind, "queue", e.queue, "attempt", row.Attempt)
+	began := time.Now()
 	err := r.run(e)
 	f := r.outcome(e, err, log)
+	if r.cfg.OnJobEnd != nil {
+		ev := &JobEvent{Queue: e.queue, Kind: row.Kind, Outcome: JobOutcomeLost, Attempt: row.Attempt,
+			Wait: max(row.AttemptedAt.Sub(row.RunAt), 0), Run: time.Since(began), Err: err}
+		if f != nil {
+			ev.Outcome = f.Outcome
+		}
+		r.cfg.OnJobEnd(ev)
+	}
 
 	r.mu.Lock()
 	delete(r.running, execKey{e.queue, row.ID})

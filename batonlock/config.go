@@ -31,6 +31,22 @@ type Config struct {
 	// Logger receives warnings about failed heartbeats. Default
 	// slog.Default().
 	Logger *slog.Logger
+
+	// OnAcquire, if set, is called at the end of every TryAcquire and
+	// Acquire call, for metrics (package batonprom uses it). It must be
+	// quick and must not block.
+	OnAcquire func(*AcquireEvent)
+}
+
+// AcquireEvent describes one TryAcquire or Acquire call.
+type AcquireEvent struct {
+	Key string
+	// Blocking reports an Acquire; false a TryAcquire.
+	Blocking bool
+	// Granted reports that the call returned a lease.
+	Granted bool
+	// Took is how long the call took: for Acquire, the wait.
+	Took time.Duration
 }
 
 // AcquireOpts are per-call options. nil means the zero value: a mutex (one

@@ -19,6 +19,8 @@ type Locker struct {
 	ttl     time.Duration
 	waitTTL time.Duration
 	log     *slog.Logger
+
+	onAcquire func(*AcquireEvent)
 }
 
 // New returns a Locker on driver. It does not contact the backend.
@@ -29,7 +31,7 @@ func New(driver batondriver.LockDriver, cfg *Config) (*Locker, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	l := &Locker{driver: driver, ttl: cfg.TTL, waitTTL: cfg.WaitTTL, log: cfg.Logger}
+	l := &Locker{driver: driver, ttl: cfg.TTL, waitTTL: cfg.WaitTTL, log: cfg.Logger, onAcquire: cfg.OnAcquire}
 	if l.ttl == 0 {
 		l.ttl = 10 * time.Second
 	}
@@ -52,6 +54,20 @@ func New(driver batondriver.LockDriver, cfg *Config) (*Locker, error) {
 // ErrNotAcquired when every slot is held or earlier callers are waiting for
 // one (a TryAcquire never overtakes a waiter).
 func (l *Locker) TryAcquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
+	began := time.Now()
+	lease, err := l.tryAcquire(ctx, key, opts)
+	l.observe(key, false, lease, began)
+	return lease, err
+}
+
+// observe reports a finished acquire call to Config.OnAcquire.
+func (l *Locker) observe(key string, blocking bool, lease *Lease, began time.Time) {
+	if l.onAcquire != nil {
+		l.onAcquire(&AcquireEvent{Key: key, Blocking: blocking, Granted: lease != nil, Took: time.Since(began)})
+	}
+}
+
+func (l *Locker) tryAcquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
 	r, err := l.resolve(key, opts)
 	if err != nil {
 		return nil, err
@@ -80,6 +96,13 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *AcquireOpts) 
 // most 100ms for an unreachable backend to confirm that, after which the
 // place expires on its own (Config.WaitTTL).
 func (l *Locker) Acquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
+	began := time.Now()
+	lease, err := l.acquire(ctx, key, opts)
+	l.observe(key, true, lease, began)
+	return lease, err
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
 	r, err := l.resolve(key, opts)
 	if err != nil {
 		return nil, err
