@@ -283,3 +283,36 @@ func TestKeysServedFairly(t *testing.T) {
 		require.Equal(t, "customer:big", keys[0].Key, "the most parked key is listed first")
 	})
 }
+
+// A handler that hangs past its timeout, ignoring its context, must not
+// hold its key for ever (S1): the heartbeat gives up on it, its lease and
+// slot expire, and a twin runs.
+func TestHungJobReleasesItsKey(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		hang := make(chan struct{})
+		defer close(hang)
+		ran := make(chan int, 4)
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			ran <- job.Args.N
+			if job.Args.N == 1 {
+				<-hang // ignores ctx
+			}
+			return nil
+		}), &baton.WorkerOpts{Timeout: 50 * time.Millisecond, MaxAttempts: 1, Concurrency: byCustomer(1)})
+		c, _ := setup(t, nil, &baton.Config{Workers: workers, LeaseTTL: 150 * time.Millisecond, PollInterval: 50 * time.Millisecond})
+		start(t, c)
+		_, err := c.Insert(t.Context(), webhookArgs{Customer: "a", N: 1}, nil)
+		require.NoError(t, err)
+		require.Equal(t, 1, <-ran)
+		twin, err := c.Insert(t.Context(), webhookArgs{Customer: "a", N: 2}, nil)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateParked, twin.Job.State)
+		select {
+		case n := <-ran:
+			require.Equal(t, 2, n)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the hung job kept its key")
+		}
+	})
+}

@@ -37,9 +37,17 @@ type Config struct {
 	Concurrency int
 
 	// LeaseTTL is how long a running job is leased to this process without
-	// a heartbeat; heartbeats renew it every LeaseTTL/3. A crashed process's
-	// jobs run again after at most LeaseTTL (plus RecoverDelay). Default 30s.
+	// a heartbeat. A crashed process's jobs — and their concurrency slots —
+	// come back after at most LeaseTTL (plus RecoverDelay). Default 30s.
 	LeaseTTL time.Duration
+
+	// HeartbeatInterval is how often running jobs' leases are renewed, each
+	// to a full LeaseTTL. Default LeaseTTL/3; it must be shorter than
+	// LeaseTTL. A handler that overruns its timeout by more than LeaseTTL
+	// (it ignores its context) is no longer renewed: its lease, and its
+	// key's slot, expire, and its late outcome is ignored — a hung job
+	// cannot hold its key for ever.
+	HeartbeatInterval time.Duration
 	// RecoverDelay is how long after its lease expired a job runs again.
 	// Default 0: at once.
 	RecoverDelay time.Duration
@@ -159,6 +167,13 @@ func newConfig(cfg *Config) (*config, error) {
 	}
 	if c.LeaseTTL < 30*time.Millisecond {
 		errs = append(errs, fmt.Errorf("baton: Config.LeaseTTL %v is shorter than 30ms", c.LeaseTTL))
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.LeaseTTL / 3
+	}
+	if c.HeartbeatInterval < 0 || c.HeartbeatInterval >= c.LeaseTTL {
+		errs = append(errs, fmt.Errorf("baton: Config.HeartbeatInterval %v must be positive and shorter than LeaseTTL (%v)",
+			c.HeartbeatInterval, c.LeaseTTL))
 	}
 	if c.JobTimeout == 0 {
 		c.JobTimeout = time.Minute

@@ -52,6 +52,9 @@ type execution struct {
 	cancel context.CancelCauseFunc
 	until  time.Time // guarded by runner.mu: the lease is trusted until then
 	expiry *time.Timer
+	// giveUp is when the heartbeat stops renewing the lease of a handler
+	// that ignores its timeout (zero: never); guarded by runner.mu.
+	giveUp time.Time
 }
 
 type finishItem struct {
@@ -379,6 +382,9 @@ func (r *runner) run(e *execution) (err error) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
+		r.mu.Lock()
+		e.giveUp = time.Now().Add(timeout + r.cfg.LeaseTTL)
+		r.mu.Unlock()
 	}
 	call := func(ctx context.Context) (err error) {
 		defer func() {
@@ -530,13 +536,13 @@ func (r *runner) noteDue(fs []*batondriver.JobFinish) {
 	}
 }
 
-// heartbeat renews the leases of running jobs every LeaseTTL/3, one call
+// heartbeat renews the leases of running jobs every HeartbeatInterval, one call
 // per queue for all of them. Jobs the backend reports lost are cancelled;
 // if renewals fail, each job's own timer cancels it when its lease can no
 // longer be trusted.
 func (r *runner) heartbeat() {
 	defer close(r.hbDone)
-	t := time.NewTicker(r.cfg.LeaseTTL / 3)
+	t := time.NewTicker(r.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -545,8 +551,17 @@ func (r *runner) heartbeat() {
 			return
 		}
 		byQueue := map[string][]*execution{}
+		now := time.Now()
 		r.mu.Lock()
 		for _, e := range r.running {
+			if !e.giveUp.IsZero() && now.After(e.giveUp) {
+				if e.ctx.Err() == nil || !errors.Is(context.Cause(e.ctx), ErrLeaseLost) {
+					r.log.Error("baton: job overran its timeout and ignores its context; its lease is no longer renewed",
+						"job_id", e.row.ID, "kind", e.row.Kind, "queue", e.queue)
+					e.cancel(ErrLeaseLost)
+				}
+				continue
+			}
 			byQueue[e.queue] = append(byQueue[e.queue], e)
 		}
 		r.mu.Unlock()
