@@ -8,9 +8,11 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,11 +52,25 @@ type fields struct {
 func (f fields) Kind() string                 { return f.kind }
 func (f fields) MarshalJSON() ([]byte, error) { return json.Marshal(f.m) }
 
+// syncArgs are the args of the keyed jobs the browser test runs.
+type syncArgs struct {
+	Account string `json:"account"`
+}
+
+func (syncArgs) Kind() string { return "sync_account" }
+
+// syncKey is the concurrency key of the keyed jobs: a slash, a space and
+// braces, which a URL path would mangle.
+const syncKey = "account:{acme}/eu west"
+
 // TestBrowser drives the dashboard in headless Chromium: it opens the
 // overview, a queue, and a job whose args hold a script tag (shown as
 // text, never run), pauses a queue with its form, and sees a change made
-// elsewhere appear through the live update. With BATON_SCREENSHOT=1 it
-// saves the overview to docs/img/dashboard.png.
+// elsewhere appear through the live update. Then it opens a queue's keys
+// page and a halted key with parked jobs, raises the key's limit with its
+// form, and watches the parked jobs run and the key drain, live. With
+// BATON_SCREENSHOT=1 it saves the overview to docs/img/dashboard.png and
+// the key page to docs/img/dashboard-key.png.
 func TestBrowser(t *testing.T) {
 	bin := chromium(t)
 	t.Parallel()
@@ -83,6 +99,51 @@ func TestBrowser(t *testing.T) {
 	if shot {
 		fakeHistory(ui.(*handler))
 	}
+
+	// A started client runs the keyed jobs of queue "sync", one key
+	// halted: its jobs wait, parked, until the form raises the limit.
+	// Each job blocks until release, so that the test sees them hold
+	// their slots.
+	release := make(chan struct{})
+	var running, most atomic.Int32
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[syncArgs](func(ctx context.Context, job *baton.Job[syncArgs]) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		time.Sleep(50 * time.Millisecond)
+		return nil
+	}), &baton.WorkerOpts{Concurrency: &baton.ConcurrencyOpts{
+		Key:   baton.KeyOf(func(a syncArgs) string { return a.Account }),
+		Limit: 1,
+	}})
+	runner, err := baton.NewClient(d, &baton.Config{
+		Workers: workers, Queues: []baton.QueueConfig{{Name: "sync"}}, Concurrency: 10,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	_, err = client.SetLimit(ctx, "sync", syncKey, 0)
+	require.NoError(t, err)
+	const syncJobs = 6
+	for range syncJobs {
+		res, err := runner.Insert(ctx, syncArgs{Account: syncKey}, &baton.InsertOpts{Queue: "sync"})
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateParked, res.Job.State)
+	}
+	require.NoError(t, runner.Start(ctx))
+	var released bool
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+		require.NoError(t, runner.Stop(context.Background()))
+	})
 
 	mux := http.NewServeMux()
 	mux.Handle("/baton/", ui)
@@ -191,6 +252,86 @@ func TestBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(css(`.badge.active`))), "the live update shows the resumed queue")
 	require.True(t, strings.HasSuffix(location(), "/baton/queues/emails"), location())
 
+	// The keys: from the queue page's tab to the keys page, then the key.
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(base+"/queues/sync"),
+		chromedp.WaitVisible(css(`nav.tabs a.keys`)),
+		chromedp.Click(css(`nav.tabs a.keys`)),
+		chromedp.WaitVisible(css(`table.keys`)),
+	), "open the queue's keys page")
+	require.True(t, strings.HasSuffix(location(), "/baton/queues/sync/keys"), location())
+	require.Contains(t, text(`table.keys`), syncKey)
+	require.Contains(t, text(`table.keys`), "halted")
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Click(css(`table.keys td.keyname a`)),
+		chromedp.WaitVisible(css(`#parked`)),
+	), "open the halted key")
+	require.Contains(t, location(), "/baton/queues/sync/keys?key=")
+	require.Equal(t, syncKey, text(`#key`), "the key survives its URL")
+	require.Equal(t, strconv.Itoa(syncJobs), text(`#parked`))
+	require.Contains(t, text(`#limit`), "halted")
+
+	// Raise the limit to 2 with the form. Typing keeps the input focused,
+	// which holds off the live update while the value is entered.
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Click(css(`#limit-input`)),
+		chromedp.SendKeys(css(`#limit-input`), "2"),
+		chromedp.Click(css(`#set-limit`)),
+		chromedp.WaitVisible(css(`.flash`)),
+	), "set the limit to 2")
+	require.Contains(t, text(`.flash`), "Limit stored")
+	require.Contains(t, location(), "/baton/queues/sync/keys?key=")
+	info, err := client.KeyGet(ctx, "sync", syncKey)
+	require.NoError(t, err)
+	require.Equal(t, 2, info.Limit)
+	require.True(t, info.Override)
+
+	// Two jobs run, holding the slots; the rest stay parked. The page
+	// shows it through its live update.
+	waitFor := func(what, js string) {
+		t.Helper()
+		_, err := chromedp.Run(bctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+		require.NoError(t, err, "waiting until %s", what)
+	}
+	fact := func(id string) string {
+		return `(document.getElementById("` + id + `") || {textContent: ""}).textContent.trim().split(" ")[0]`
+	}
+	waitFor("two jobs run", fact("running")+` === "2" && `+fact("parked")+` === "`+strconv.Itoa(syncJobs-2)+`"`)
+	holders, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.holders tbody tr").length`))
+	require.NoError(t, err)
+	require.Equal(t, 2, holders, "two holders listed")
+	require.Contains(t, text(`table.holders`), "running")
+
+	if shot {
+		u, err := url.Parse(location())
+		require.NoError(t, err)
+		q := u.Query()
+		q.Del("done")
+		u.RawQuery = q.Encode()
+		require.NoError(t, chromedp.Do(bctx,
+			chromedp.Navigate(u.String()),
+			chromedp.WaitVisible(css(`table.holders`)),
+			chromedp.EmulateViewport(1280, 860),
+			chromedp.Sleep(300*time.Millisecond),
+		))
+		img, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
+		require.NoError(t, err)
+		out := filepath.Join("..", "docs", "img", "dashboard-key.png")
+		require.NoError(t, os.WriteFile(out, img, 0o644))
+		t.Logf("wrote %s", out)
+	}
+
+	// Let the jobs finish: the key drains, two at a time, and the open
+	// page follows.
+	released = true
+	close(release)
+	waitFor("the key drains", fact("parked")+` === "0" && `+fact("holding")+` === "0"`)
+	require.Contains(t, text(`main`), "No job of this key holds a slot.")
+	st, err = client.QueueStats(ctx, "sync")
+	require.NoError(t, err)
+	require.Equal(t, syncJobs, st.Counts[baton.JobStateCompleted])
+	require.Equal(t, int32(2), most.Load(), "never more than the limit at once")
+
 	require.Zero(t, dialogs.Load(), "no script from job data ran")
 }
 
@@ -255,6 +396,18 @@ func populate(t *testing.T, client *baton.Client, d *batonmem.Driver, many bool)
 	finish("webhooks", 3, batondriver.JobOutcomeDead, "POST https://hooks.example.com/baton: 503 Service Unavailable")
 	_, err = d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: "webhooks", Max: 5, LeaseTTL: time.Minute})
 	require.NoError(t, err)
+	// Keyed deliveries: a busy customer, a few quiet ones, and a halted
+	// one, for the keys page.
+	byCustomer := func(c string) *baton.InsertOpts {
+		return &baton.InsertOpts{Concurrency: &baton.ConcurrencyOpts{Key: func(baton.JobArgs) string { return "customer:" + c }, Limit: 2}}
+	}
+	_, err = client.SetLimit(ctx, "webhooks", "customer:umbrella", 0)
+	require.NoError(t, err)
+	for c, n := range map[string]int{"acme": 9, "globex": 3, "initech": 1, "umbrella": 4} {
+		for range n {
+			insert("webhooks", "deliver_webhook", map[string]any{"customer": c, "event": "invoice.paid"}, byCustomer(c))
+		}
+	}
 	for i := range 12 {
 		insert("reports", "monthly_report", map[string]any{"account": fmt.Sprintf("acct-%03d", i)}, nil)
 	}

@@ -39,8 +39,9 @@ type Config struct {
 	NoAuth bool
 
 	// Writable turns on the actions: pausing and resuming queues, retrying
-	// and deleting jobs. Default false: the dashboard is read-only, shows
-	// no forms and answers every POST with 403.
+	// and deleting jobs, and setting, halting and resetting the limits of
+	// concurrency keys. Default false: the dashboard is read-only, shows no
+	// forms and answers every POST with 403.
 	//
 	// Actions are POST requests only, and the cross-origin ones are
 	// refused (CSRF protection with net/http's CrossOriginProtection).

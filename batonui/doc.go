@@ -1,6 +1,7 @@
 // Package batonui is Baton's web dashboard: an http.Handler you mount in
-// your own server to watch queues and jobs, inspect standalone locks and,
-// if you allow it, pause and resume queues and retry and delete dead jobs.
+// your own server to watch queues, jobs and concurrency keys, inspect
+// standalone locks and, if you allow it, pause and resume queues, retry and
+// delete jobs, and change the limits of concurrency keys.
 //
 //	ui, err := batonui.New(client, &batonui.Config{
 //		BasePath: "/admin/baton",
@@ -30,17 +31,24 @@
 //
 // # What it shows
 //
-// The overview counts each queue's jobs by state, with throughput and
-// failures over the last hour. Baton keeps no history, so that chart is
-// measured by the dashboard itself from samples it takes while its pages
-// are open, kept in memory; the page says so. A queue page lists its jobs
-// by state, a page at a time; a job page shows its args, attempts, errors
-// and a timeline of its timestamps. The dead page lists dead and cancelled
-// jobs per queue. The locks page inspects batonlock keys (Config.Locker),
-// and the schedules page shows the periodic jobs given in
-// Config.PeriodicJobs, since no API lists the running ones. Pages update
-// themselves every Config.RefreshInterval with a small script, or a meta
-// refresh where JavaScript is off; everything reads without JavaScript.
+// The overview counts each queue's jobs by state (parked and dropped
+// included) and its active concurrency keys, with throughput and failures
+// over the last hour. Baton keeps no history, so that chart is measured by
+// the dashboard itself from samples it takes while its pages are open, kept
+// in memory; the page says so. A queue page lists its jobs by state, a page
+// at a time; a job page shows its args, attempts, errors, concurrency key,
+// fence and a timeline of its timestamps. A queue's keys page lists its
+// active keys with their limits, holders, parked jobs, oldest wait and last
+// fence, most parked first (or by oldest wait, within the page); a key's
+// page shows its holders with their fences and leases, and forms to set its
+// limit, halt it (limit 0) and reset it to the kinds' default. A key
+// travels in the query (?key=), so it may hold any bytes. The dead page
+// lists dead and cancelled jobs per queue. The locks page inspects
+// batonlock keys (Config.Locker), and the schedules page shows the periodic
+// jobs given in Config.PeriodicJobs, since no API lists the running ones.
+// Pages update themselves every Config.RefreshInterval with a small script,
+// or a meta refresh where JavaScript is off; everything reads without
+// JavaScript.
 //
 // The dashboard uses only the client's admin API and Locker.Inspect, and
 // works on every backend. Package baton does not import it: a program

@@ -14,10 +14,11 @@ import (
 	"github.com/batonhq/baton/batondriver"
 )
 
-// states are the job states in the order the pages show them.
+// states are the job states in the order the pages show them: waiting,
+// running, then the end states.
 var states = []baton.JobState{
-	baton.JobStateAvailable, baton.JobStateScheduled, baton.JobStateRunning,
-	baton.JobStateCompleted, baton.JobStateDead, baton.JobStateCancelled,
+	baton.JobStateAvailable, baton.JobStateParked, baton.JobStateScheduled, baton.JobStateRunning,
+	baton.JobStateCompleted, baton.JobStateDead, baton.JobStateCancelled, baton.JobStateDropped,
 }
 
 func validState(s baton.JobState) bool {
@@ -43,10 +44,16 @@ func (h *handler) funcs() template.FuncMap {
 		"ago":      func(t time.Time) string { return ago(h.now(), t) },
 		"abs":      absTime,
 		"dur":      shortDuration,
+		"waited":   func(t time.Time) string { return waited(h.now(), t) },
 		"queueURL": func(q string) string { return h.base + "/queues/" + url.PathEscape(q) },
 		"jobURL": func(q, id string) string {
 			return h.base + "/queues/" + url.PathEscape(q) + "/jobs/" + url.PathEscape(id)
 		},
+		"keysURL":   func(q string) string { return h.keysURL(q) },
+		"keyURL":    func(q, key string) string { return h.keyURL(q, key) },
+		"keyAction": func(q, key, action string) string { return h.keyActionURL(q, key, action) },
+		"maxLimit":  func() int { return maxKeyLimit },
+		"tabs":      func(st *baton.QueueStats, cur string) queueTabs { return queueTabs{Stats: st, Current: cur} },
 		"preview":   func(b []byte) string { return truncate(compactJSON(b), 100) },
 		"truncate":  truncate,
 		"lastError": lastError,
@@ -75,6 +82,13 @@ type jobActions struct {
 	Return, DeleteReturn string
 }
 
+// queueTabs is what the queuetabs template needs: the queue's counts and
+// the tab shown, a job state or "keys".
+type queueTabs struct {
+	Stats   *baton.QueueStats
+	Current string
+}
+
 // pauseArgs is what the pauseform template needs.
 type pauseArgs struct {
 	Queue  string
@@ -87,6 +101,8 @@ func jobTime(j *baton.JobRow) time.Time {
 	switch j.State {
 	case baton.JobStateScheduled, baton.JobStateAvailable:
 		return j.RunAt
+	case baton.JobStateParked:
+		return j.ParkedAt
 	case baton.JobStateRunning:
 		return j.AttemptedAt
 	default:
@@ -101,8 +117,12 @@ func timeLabel(s baton.JobState) string {
 		return "Due"
 	case baton.JobStateAvailable:
 		return "Available since"
+	case baton.JobStateParked:
+		return "Parked since"
 	case baton.JobStateRunning:
 		return "Started"
+	case baton.JobStateDropped:
+		return "Dropped"
 	default:
 		return "Finished"
 	}
@@ -121,6 +141,19 @@ func ago(now, t time.Time) string {
 		return shortDuration(d) + " ago"
 	default:
 		return "in " + shortDuration(-d)
+	}
+}
+
+// waited says how long ago t was, as a bare duration: how long a job parked
+// at t has waited.
+func waited(now, t time.Time) string {
+	switch d := now.Sub(t); {
+	case t.IsZero():
+		return ""
+	case d < time.Second:
+		return "under 1s"
+	default:
+		return shortDuration(d)
 	}
 }
 
@@ -223,7 +256,7 @@ func lastError(j *baton.JobRow) string {
 // page offers an action bound to fail.
 func canRetry(j *baton.JobRow) bool {
 	switch j.State {
-	case baton.JobStateDead, baton.JobStateCancelled, baton.JobStateScheduled:
+	case baton.JobStateDead, baton.JobStateCancelled, baton.JobStateDropped, baton.JobStateScheduled:
 		return true
 	}
 	return false

@@ -54,12 +54,8 @@ func New(client *baton.Client, cfg *Config) (http.Handler, error) {
 	return h, nil
 }
 
-// routes are every URL of the dashboard, under the base path.
-//
-// The keys page of a queue (its concurrency keys with holders, parked
-// counts, oldest wait, and limits to edit) will be
-// GET /queues/{queue}/keys with POST /queues/{queue}/keys/{key}/limit and
-// .../reset, once the client has a key API; queue.html has its tab.
+// routes are every URL of the dashboard, under the base path. A
+// concurrency key travels in the query, never in the path (see keys.go).
 func (h *handler) routes() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
@@ -68,6 +64,8 @@ func (h *handler) routes() http.Handler {
 	mux.HandleFunc("GET /{$}", h.overview)
 	mux.HandleFunc("GET /queues/{queue}", h.queue)
 	mux.HandleFunc("GET /queues/{queue}/jobs/{id}", h.job)
+	mux.HandleFunc("GET /queues/{queue}/keys", h.keys) // ?key=: one key
+	mux.HandleFunc("GET /queues/{queue}/keys/{key...}", h.keyPath)
 	mux.HandleFunc("GET /dead", h.dead)
 	mux.HandleFunc("GET /locks", h.locks)
 	mux.HandleFunc("GET /schedules", h.schedules)
@@ -76,6 +74,8 @@ func (h *handler) routes() http.Handler {
 	mux.HandleFunc("POST /queues/{queue}/resume", h.resume)
 	mux.HandleFunc("POST /queues/{queue}/jobs/{id}/retry", h.retry)
 	mux.HandleFunc("POST /queues/{queue}/jobs/{id}/delete", h.delete)
+	mux.HandleFunc("POST /queues/{queue}/keys/limit", h.setLimit) // ?key=
+	mux.HandleFunc("POST /queues/{queue}/keys/reset", h.resetLimit)
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "No such page.")
@@ -147,7 +147,7 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 		return nil, fmt.Errorf("batonui: templates: %w", err)
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "queue", "job", "dead", "locks", "schedules", "error"} {
+	for _, name := range []string{"overview", "queue", "keys", "key", "job", "dead", "locks", "schedules", "error"} {
 		t, err := common.Clone()
 		if err == nil {
 			t, err = t.ParseFS(templateFS, "templates/"+name+".html")
@@ -199,13 +199,15 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 	h.render(w, r, status, "error", &view{Title: http.StatusText(status), Data: msg})
 }
 
-// backendError reports a failed admin call: a missing job as 404, a
+// backendError reports a failed admin call: a missing job or key as 404, a
 // refused transition (retrying a running job) as 409, anything else as 502.
 // Baton's errors name no secret, so the page shows them.
 func (h *handler) backendError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, baton.ErrJobNotFound):
 		h.fail(w, r, http.StatusNotFound, "No such job: it may have been deleted, or swept after its retention period.")
+	case errors.Is(err, baton.ErrKeyNotFound):
+		h.fail(w, r, http.StatusNotFound, "No such key in this queue: no job of it was ever admitted or parked here, and no limit was set for it. Keys belong to one queue.")
 	case errors.Is(err, batondriver.ErrBadParams):
 		h.fail(w, r, http.StatusConflict, "Refused: "+err.Error())
 	case errors.Is(err, context.Canceled):
@@ -221,8 +223,11 @@ func (h *handler) backendError(w http.ResponseWriter, r *http.Request, err error
 var flashes = map[string]string{
 	"paused":  "Queue paused: no process fetches from it until it is resumed.",
 	"resumed": "Queue resumed.",
-	"retried": "Job retried: it is available now, with its attempts reset.",
+	"retried": "Job retried, with its attempts reset: it is available now, or parked if its concurrency key is busy.",
 	"deleted": "Job deleted.",
+	"limit":   "Limit stored: it holds for every process, over the kinds' default, until reset. Parked jobs start as slots free.",
+	"halted":  "Key halted: no job of it starts until its limit is raised or reset. Running jobs finish.",
+	"reset":   "Limit reset: the default limit of the key's jobs applies again.",
 }
 
 // redirectBack answers an action with 303 to the form's "return" field if
@@ -234,6 +239,12 @@ func (h *handler) redirectBack(w http.ResponseWriter, r *http.Request, fallback,
 			target = u
 		}
 	}
+	h.redirectTo(w, r, target, done)
+}
+
+// redirectTo answers an action with 303 to target, a URL of the dashboard,
+// marked with the code of its message.
+func (h *handler) redirectTo(w http.ResponseWriter, r *http.Request, target, done string) {
 	u, _ := url.Parse(target)
 	q := u.Query()
 	q.Set("done", done)

@@ -179,7 +179,7 @@ func TestNewChecksConfig(t *testing.T) {
 func TestAuthRequired(t *testing.T) {
 	e := setup(t, &batonui.Config{Auth: batonui.BasicAuth("admin", "s3cret"), Writable: true})
 	e.insert("default", "email", nil)
-	for _, path := range []string{"/", "/queues/default", "/static/style.css", "/dead"} {
+	for _, path := range []string{"/", "/queues/default", "/static/style.css", "/dead", "/queues/default/keys"} {
 		resp, _ := e.do(e.request(http.MethodGet, path, nil))
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, path)
 		require.Contains(t, resp.Header.Get("WWW-Authenticate"), "Basic")
@@ -347,6 +347,9 @@ func TestPagesRender(t *testing.T) {
 		"/static/style.css":                 {"--accent"},
 		"/static/live.js":                   {"data-refresh"},
 		"/queues/never-used":                {"No available jobs."},
+		"/queues/emails/keys":               {"No active keys", `keys <span class="count">0</span>`},
+		"/queues/emails?state=parked":       {"No parked jobs."},
+		"/queues/emails?state=dropped":      {"No dropped jobs."},
 		"/queues/emails?state=running&page": {"No running jobs."},
 	} {
 		body := e.get(path, http.StatusOK)

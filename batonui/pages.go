@@ -56,6 +56,7 @@ type queueRow struct {
 type overviewData struct {
 	Queues  []queueRow
 	Totals  map[baton.JobState]int
+	Keys    int // active keys of all queues
 	Chart   chart
 	Through *throughput
 }
@@ -77,6 +78,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		for s, n := range st.Counts {
 			d.Totals[s] += n
 		}
+		d.Keys += st.Keys
 	}
 	h.render(w, r, http.StatusOK, "overview", &view{Title: "Overview", Nav: "overview", Data: d})
 }
@@ -179,6 +181,7 @@ func (h *handler) here(r *http.Request) string {
 type queueData struct {
 	Stats  *baton.QueueStats
 	State  baton.JobState
+	Tab    string // State, for the tabs
 	Jobs   []*baton.JobRow
 	Pager  pager
 	Return string
@@ -210,14 +213,15 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		h.backendError(w, r, err)
 		return
 	}
-	d := &queueData{Stats: st, State: state, Jobs: jobs, Pager: h.newPager(r, page, total, len(jobs)), Return: h.here(r)}
+	d := &queueData{Stats: st, State: state, Tab: string(state), Jobs: jobs, Pager: h.newPager(r, page, total, len(jobs)), Return: h.here(r)}
 	h.render(w, r, http.StatusOK, "queue", &view{Title: "Queue " + name, Nav: "overview", Data: d})
 }
 
 // defaultState is the state a queue page opens on: the first of the
 // states worth looking at that has jobs.
 func defaultState(st *baton.QueueStats) baton.JobState {
-	for _, s := range []baton.JobState{baton.JobStateRunning, baton.JobStateAvailable, baton.JobStateScheduled, baton.JobStateDead, baton.JobStateCancelled, baton.JobStateCompleted} {
+	for _, s := range []baton.JobState{baton.JobStateRunning, baton.JobStateAvailable, baton.JobStateParked, baton.JobStateScheduled,
+		baton.JobStateDead, baton.JobStateCancelled, baton.JobStateDropped, baton.JobStateCompleted} {
 		if st.Counts[s] > 0 {
 			return s
 		}
@@ -267,11 +271,24 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 // timeline orders what a job's timestamps and errors tell, oldest first.
 func timeline(j *baton.JobRow, now time.Time) []event {
 	ev := []event{{At: j.CreatedAt, What: "inserted", Detail: fmt.Sprintf("into %s, priority %d, at most %d attempts", j.Queue, j.Priority, j.MaxAttempts)}}
+	var dropReason string
 	for _, e := range j.Errors {
+		if e.Attempt == 0 {
+			// Not a failed attempt: why the job was dropped unrun.
+			dropReason = e.Error
+			continue
+		}
 		ev = append(ev, event{At: e.At, What: fmt.Sprintf("attempt %d failed", e.Attempt), Detail: e.Error, Bad: true})
 	}
 	if !j.AttemptedAt.IsZero() {
 		ev = append(ev, event{At: j.AttemptedAt, What: fmt.Sprintf("attempt %d started", j.Attempt)})
+	}
+	if !j.ParkedAt.IsZero() {
+		detail := fmt.Sprintf("waited for a slot of key %s", j.Key)
+		if j.State == baton.JobStateParked {
+			detail = fmt.Sprintf("waits for a slot of key %s, invisible to fetchers", j.Key)
+		}
+		ev = append(ev, event{At: j.ParkedAt, What: "parked", Detail: detail})
 	}
 	switch j.State {
 	case baton.JobStateScheduled:
@@ -284,7 +301,11 @@ func timeline(j *baton.JobRow, now time.Time) []event {
 		ev = append(ev, event{At: j.LeaseUntil, What: "lease ends", Detail: "unless its worker's heartbeat renews it"})
 	}
 	if !j.FinishedAt.IsZero() {
-		ev = append(ev, event{At: j.FinishedAt, What: string(j.State), Bad: j.State != baton.JobStateCompleted})
+		e := event{At: j.FinishedAt, What: string(j.State), Bad: j.State == baton.JobStateDead || j.State == baton.JobStateCancelled}
+		if j.State == baton.JobStateDropped {
+			e.Detail = dropReason
+		}
+		ev = append(ev, e)
 	}
 	sort.SliceStable(ev, func(a, b int) bool { return ev[a].At.Before(ev[b].At) })
 	return ev
