@@ -46,13 +46,18 @@ func TestCLI(t *testing.T) {
 		"PauseResume":    testPauseResume,
 		"Dead":           testDead,
 		"Locks":          testLocks,
+		"Keys":           testKeys,
+		"KeyLimits":      testKeyLimits,
+		"KeyBadInput":    testKeyBadInput,
+		"ParkedDropped":  testParkedDropped,
 		"Environment":    testEnvironment,
 		"BadInput":       testBadInput,
 		"Unreachable":    testUnreachable,
 		"NotAvailable":   testNotAvailable,
 		"Cluster":        testCluster,
 		"TLS":            testTLS,
-		"DemoUnchanged":  testDemo,
+		"Demo":           testDemo,
+		"Dash":           testDash,
 		"EmptyBackend":   testEmptyBackend,
 		"JSONErrorShape": testJSONError,
 	} {
@@ -156,7 +161,8 @@ func newFixture(t *testing.T, bin, redisFlag string, addrs ...string) *fixture {
 	d, err := batonredis.New(rc, &batonredis.Config{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	c, err := baton.NewClient(d, nil)
+	// AllowUnknownKinds: the tests insert kinds no worker of theirs runs.
+	c, err := baton.NewClient(d, &baton.Config{AllowUnknownKinds: true})
 	require.NoError(t, err)
 	return &fixture{t: t, bin: bin, redis: redisFlag, prefix: prefix, driver: d, client: c}
 }
@@ -208,10 +214,10 @@ func testQueues(t *testing.T, bin string) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 3)
-	require.Equal(t, []string{"QUEUE", "STATUS", "AVAILABLE", "RUNNING", "SCHEDULED", "RETRYING", "DEAD", "CANCELLED", "COMPLETED", "OLDEST"},
-		strings.Fields(lines[0]))
-	require.Equal(t, []string{"default", "active", "1", "0", "0", "0", "0", "0", "0"}, strings.Fields(lines[1])[:9])
-	require.Equal(t, []string{"mail", "active", "1", "1", "2", "1", "1", "0", "0"}, strings.Fields(lines[2])[:9])
+	require.Equal(t, []string{"QUEUE", "STATUS", "AVAILABLE", "RUNNING", "SCHEDULED", "RETRYING", "PARKED",
+		"DEAD", "CANCELLED", "COMPLETED", "DROPPED", "(EVER)", "KEYS", "OLDEST"}, strings.Fields(lines[0]))
+	require.Equal(t, []string{"default", "active", "1", "0", "0", "0", "0", "0", "0", "0", "0", "(0)", "0"}, strings.Fields(lines[1])[:13])
+	require.Equal(t, []string{"mail", "active", "1", "1", "2", "1", "0", "1", "0", "0", "0", "(0)", "0"}, strings.Fields(lines[2])[:13])
 
 	var out struct{ Queues []queueOut }
 	f.runJSON(&out, "queues")
@@ -310,7 +316,7 @@ func testJobsRetryDelete(t *testing.T, bin string) {
 
 	r = f.run("jobs", "retry", f.running)
 	require.Equal(t, exitFailed, r.code)
-	require.Contains(t, r.stderr, "is running: only dead, cancelled, scheduled and available jobs can be retried")
+	require.Contains(t, r.stderr, "is running: only dead, cancelled, dropped, scheduled and available jobs can be retried")
 
 	r = f.run("jobs", "delete", f.running)
 	require.Equal(t, exitFailed, r.code)
@@ -536,9 +542,6 @@ func testNotAvailable(t *testing.T, bin string) {
 	r = cli(t, bin, nil, "schedules", "--help")
 	require.Equal(t, exitOK, r.code)
 	require.Contains(t, r.stdout, "Not available (exit code 5)")
-	r = cli(t, bin, nil, "dash")
-	require.Equal(t, exitUnavailable, r.code)
-	require.Contains(t, r.stderr, "not available yet")
 }
 
 func testCluster(t *testing.T, bin string) {
@@ -565,15 +568,6 @@ func testCluster(t *testing.T, bin string) {
 	require.Len(t, out.Queues, 2)
 	require.True(t, out.Queues[0].Paused)
 	require.Equal(t, 2, out.Queues[1].Available, "the retried job is available again")
-}
-
-func testDemo(t *testing.T, bin string) {
-	// `make demo` runs `baton demo`; CI checks its exit status. Scaled down
-	// here is not possible from the command line, so run it in full on
-	// memory: it takes about a second.
-	r := cli(t, bin, nil, "demo")
-	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
-	require.Contains(t, r.stdout, "Baton lock demo on the embedded in-memory backend")
 }
 
 func testEmptyBackend(t *testing.T, bin string) {

@@ -41,7 +41,7 @@ Without -q every queue's are merged; then --offset plus --limit may not exceed 1
 		}),
 	}
 	queueFlag(cmd, &queue)
-	page.add(cmd)
+	page.add(cmd, "jobs")
 	return cmd
 }
 

@@ -1,6 +1,6 @@
 // Command baton is Baton's command-line tool: it looks at and administers
-// the queues, jobs and locks that Baton keeps in Redis, and runs the lock
-// demonstration.
+// the queues, jobs, concurrency keys and locks that Baton keeps in Redis,
+// serves the dashboard, and runs the demonstration.
 //
 // Install it with
 //
@@ -10,19 +10,27 @@
 //
 //	baton stats                          totals over every queue
 //	baton queues                         one line per queue: available (its depth), running,
-//	                                     scheduled, retrying, dead, cancelled, completed, paused
+//	                                     scheduled, retrying, parked, dead, cancelled, completed,
+//	                                     dropped (and ever dropped), active keys, paused
 //	baton queue pause|resume QUEUE       stop or restart fetching from QUEUE in every process
 //	baton jobs list [-q QUEUE] [--state STATE] [--limit N] [--offset N]
-//	baton jobs show ID [-q QUEUE]        one job with its args and errors
+//	baton jobs show ID [-q QUEUE]        one job: args, errors, concurrency key, fence
 //	baton jobs retry ID... [-q QUEUE]    make jobs available now, attempts reset
 //	baton jobs delete ID... [-q QUEUE]   delete jobs that are not running
 //	baton dead list [-q QUEUE]           the dead set: dead and cancelled jobs
 //	baton dead retry (ID... | --all) [-q QUEUE]
 //	baton dead purge [-q QUEUE] --yes    delete the dead set
+//	baton keys list QUEUE [--limit N] [--offset N]
+//	                                     QUEUE's active concurrency keys, most parked first
+//	baton key show QUEUE KEY             one key: limit, parked jobs, the jobs holding it
+//	baton limit set QUEUE KEY N [--new-key]
+//	                                     set a key's limit for every process; 0 halts it
+//	baton limit reset QUEUE KEY          remove that override: the jobs' default applies
 //	baton locks show KEY                 a standalone lock's limit, holders and waiters
 //	baton schedules                      not available: see its help
-//	baton dash                           not available yet: the dashboard is being built
-//	baton demo [--redis URL]             the lock demonstration (in memory without --redis)
+//	baton dash [--addr A] [--writable]   serve the dashboard (batonui) until interrupted
+//	baton demo [--redis URL] [--dash]    a few hundred jobs, every guarantee checked (in memory
+//	                                     without --redis); baton demo locks: the lock demonstration
 //
 // Without -q, job commands look in every queue. Every command but demo
 // takes --json to print JSON for scripts instead of tables for people.
@@ -32,9 +40,37 @@
 // up to 1000 scheduled jobs per queue; past that the count is a lower bound,
 // shown as "12+" (JSON: retrying_exact false).
 //
-// Not there yet: `locks list` (no backend keeps an index of lock keys), and
-// the per-key commands of job concurrency keys (keys list, key show, limit
-// set and reset), which come with the key API.
+// The job states are scheduled, parked, available, running, completed,
+// cancelled, dead and dropped. A parked job waits for a slot of its
+// concurrency key and is invisible to fetchers; a dropped one found its key
+// busy and its OnBusy policy dropped it (docs/concurrency.md).
+//
+// # Concurrency keys
+//
+// A concurrency key belongs to a queue, so the per-key commands take the
+// queue first. A key may hold any bytes: it is always one argument, so quote
+// it for the shell when it has spaces or braces ('customer:{acme} eu'), and
+// put one that starts with '-' after '--'. Tables show a key as it is, or
+// Go-quoted when it has tabs, newlines or other unprintable bytes, and put it
+// in the last column; JSON carries it as a string, plus key_base64 when it is
+// not valid UTF-8.
+//
+//	$ baton keys list webhooks
+//	HOLDERS  RUNNING  PARKED  OLDEST WAIT  LIMIT         LAST FENCE        KEY
+//	2        2        41      3m           2             1843320948457473  customer:acme
+//	0        0        7       12s          halted        1843320931211266  customer:{globex} eu
+//	1        1        0       -            5 (override)  1843320950000641  customer:initech
+//	(3 active keys)
+//
+// LIMIT is the key's override, set with `limit set` (marked "(override)",
+// or "halted" for 0), else the default limit its jobs carry. `keys list`
+// shows the active keys: those with holders, parked jobs or an override.
+// `key show` finds an idle key too, and exits 3 only for a key never used in
+// the queue; so do `limit reset` and `limit set`, unless `limit set` is given
+// --new-key (to halt or limit a key before its first job). The limit N is a
+// whole number from 0; anything else is bad usage (exit code 2).
+//
+// Not there yet: `locks list` (no backend keeps an index of lock keys).
 //
 // # Connecting
 //
@@ -63,9 +99,9 @@
 //	0  success
 //	1  the operation failed (the backend refused it, e.g. deleting a running job)
 //	2  bad usage: unknown command or flag, bad number, bad URL, missing argument
-//	3  not found: no such queue, job or lock key
+//	3  not found: no such queue, job or lock key, or a concurrency key never used
 //	4  backend unreachable: cannot connect to Redis, or it did not answer in time
-//	5  not available: the command exists but cannot work yet (schedules, dash)
+//	5  not available: the command exists but cannot work yet (schedules)
 //
 // `baton demo` keeps its own codes: 0 if every guarantee held, 1 otherwise
 // (including a bad or unreachable --redis), 2 for a bad flag.

@@ -18,10 +18,10 @@ import (
 )
 
 // jobStates are the states `jobs list --state` accepts, in the order of a
-// job's life.
+// job's life (batondriver.JobStates).
 var jobStates = []baton.JobState{
-	baton.JobStateScheduled, baton.JobStateAvailable, baton.JobStateRunning,
-	baton.JobStateCompleted, baton.JobStateCancelled, baton.JobStateDead,
+	baton.JobStateScheduled, baton.JobStateParked, baton.JobStateAvailable, baton.JobStateRunning,
+	baton.JobStateCompleted, baton.JobStateCancelled, baton.JobStateDead, baton.JobStateDropped,
 }
 
 // maxPage is the most jobs one listing shows, the backend's page limit.
@@ -46,6 +46,17 @@ type jobOut struct {
 	FinishedAt  *time.Time           `json:"finished_at,omitempty"`
 	LeaseUntil  *time.Time           `json:"lease_until,omitempty"`
 	Errors      []baton.AttemptError `json:"errors,omitempty"`
+
+	// The job's concurrency key and its settings, and its uniqueness;
+	// omitted when not set.
+	Key         string            `json:"key,omitempty"`
+	Limit       int               `json:"limit,omitempty"` // the key's default limit the job carries
+	OnBusy      baton.OnBusy      `json:"on_busy,omitempty"`
+	Fence       int64             `json:"fence,omitempty"`
+	Unique      string            `json:"unique,omitempty"`
+	UniqueScope baton.UniqueScope `json:"unique_scope,omitempty"`
+	Runs        int               `json:"runs,omitempty"` // runs started by JobAgain
+	ParkedAt    *time.Time        `json:"parked_at,omitempty"`
 }
 
 func toJobOut(r *baton.JobRow) *jobOut {
@@ -55,6 +66,8 @@ func toJobOut(r *baton.JobRow) *jobOut {
 		Args: rawJSON(r.Args), Tags: r.Tags, Metadata: rawJSON(r.Metadata),
 		CreatedAt: timePtr(r.CreatedAt), RunAt: timePtr(r.RunAt), AttemptedAt: timePtr(r.AttemptedAt),
 		FinishedAt: timePtr(r.FinishedAt), LeaseUntil: timePtr(r.LeaseUntil), Errors: r.Errors,
+		Key: r.Key, Limit: r.Limit, OnBusy: r.OnBusy, Fence: r.Fence,
+		Unique: r.Unique, UniqueScope: r.UniqueScope, Runs: r.Runs, ParkedAt: timePtr(r.ParkedAt),
 	}
 }
 
@@ -79,10 +92,10 @@ func newJobsCmd(a *app) *cobra.Command {
 // pageFlags are --limit and --offset.
 type pageFlags struct{ limit, offset int }
 
-func (p *pageFlags) add(cmd *cobra.Command) {
+func (p *pageFlags) add(cmd *cobra.Command, noun string) {
 	p.limit = 20
-	cmd.Flags().Var(&intFlag{v: &p.limit, min: 1, max: maxPage}, "limit", "show at most `N` jobs (1..1000)")
-	cmd.Flags().Var(&intFlag{v: &p.offset, min: 0, max: 1 << 30}, "offset", "skip the first `N` jobs")
+	cmd.Flags().Var(&intFlag{v: &p.limit, min: 1, max: maxPage}, "limit", "show at most `N` "+noun+" (1..1000)")
+	cmd.Flags().Var(&intFlag{v: &p.offset, min: 0, max: 1 << 30}, "offset", "skip the first `N` "+noun)
 }
 
 // queueFlag is -q/--queue; "" means every queue.
@@ -97,9 +110,13 @@ func (a *app) jobsListCmd() *cobra.Command {
 		Use:   "list [-q QUEUE] [--state STATE] [--limit N] [--offset N]",
 		Short: "List jobs in one state, oldest first",
 		Long: `List the jobs in one state, oldest first: available and scheduled ones by when
-they (are to) run, running ones by when they started, the others by when they
-finished. Without -q the jobs of every queue are merged; then --offset plus --limit
-may not exceed 1000. States: ` + statesList() + `.`,
+they (are to) run, running ones by when they started, parked ones by when they were
+parked, the others by when they finished. Without -q the jobs of every queue are
+merged; then --offset plus --limit may not exceed 1000.
+
+States: ` + statesList() + `. Parked jobs
+wait for a slot of their concurrency key (see 'baton keys list'); dropped ones found
+their key busy and were dropped by their OnBusy policy.`,
 		RunE: a.action(0, 0, func(ctx context.Context, b *backend, _ []string) error {
 			st, err := parseState(state)
 			if err != nil {
@@ -118,7 +135,7 @@ may not exceed 1000. States: ` + statesList() + `.`,
 	}
 	queueFlag(cmd, &queue)
 	cmd.Flags().StringVar(&state, "state", string(baton.JobStateAvailable), "the `state` to list")
-	page.add(cmd)
+	page.add(cmd, "jobs")
 	return cmd
 }
 
@@ -180,8 +197,18 @@ func orderTime(r *baton.JobRow) time.Time {
 		return r.RunAt
 	case baton.JobStateRunning:
 		return r.AttemptedAt
+	case baton.JobStateParked:
+		return r.ParkedAt
 	}
 	return r.FinishedAt
+}
+
+// more is the hint at the foot of a page that ends at shown of total.
+func more(shown, total int) string {
+	if shown < total {
+		return fmt.Sprintf("; --offset %d for more", shown)
+	}
+	return ""
 }
 
 // jobListOut is a page of jobs as --json prints it.
@@ -222,7 +249,7 @@ func (a *app) emitJobs(jobs []*baton.JobRow, total int, page pageFlags, manyQueu
 			row(w, cells...)
 		}
 		if shown := page.offset + len(jobs); shown < total || page.offset > 0 {
-			fmt.Fprintf(w, "(%d-%d of %d; --offset %d for more)\n", page.offset+1, shown, total, shown)
+			fmt.Fprintf(w, "(%d-%d of %d%s)\n", page.offset+1, shown, total, more(shown, total))
 		}
 	})
 }
@@ -232,7 +259,10 @@ func (a *app) jobsShowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show ID [-q QUEUE]",
 		Short: "Show one job: its state, args, attempts and errors",
-		Long:  "Show one job: its state, args, attempts and errors. Without -q every queue is searched.",
+		Long: `Show one job: its state, args, attempts and errors, and when set its concurrency
+key (with the default limit it carries, its OnBusy policy and its last fencing
+token), its unique key and scope, its runs started by JobAgain and when it was
+last parked. Without -q every queue is searched.`,
 		RunE: a.action(1, 1, func(ctx context.Context, b *backend, args []string) error {
 			j, err := findJob(ctx, b, queue, args[0])
 			if err != nil {
@@ -252,6 +282,23 @@ func (a *app) jobsShowCmd() *cobra.Command {
 				row(w, "Finished:", stamp(j.FinishedAt, now))
 				if j.State == baton.JobStateRunning {
 					row(w, "Lease until:", stamp(j.LeaseUntil, now))
+				}
+				if j.Key != "" {
+					row(w, "Key:", keyText(j.Key))
+					row(w, "Key limit:", fmt.Sprintf("%d (the default it carries; an override set with 'baton limit set' wins)", j.Limit))
+					row(w, "On busy:", cmp.Or(j.OnBusy, baton.OnBusyWait))
+				}
+				if j.Fence != 0 {
+					row(w, "Fence:", j.Fence)
+				}
+				if !j.ParkedAt.IsZero() {
+					row(w, "Parked at:", stamp(j.ParkedAt, now))
+				}
+				if j.Unique != "" {
+					row(w, "Unique:", fmt.Sprintf("%s (scope %s)", keyText(j.Unique), j.UniqueScope))
+				}
+				if j.Runs > 0 {
+					row(w, "Runs:", fmt.Sprintf("%d (started again by JobAgain)", j.Runs))
 				}
 				if len(j.Tags) > 0 {
 					row(w, "Tags:", strings.Join(j.Tags, ", "))
@@ -302,8 +349,9 @@ func (a *app) jobsRetryCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retry ID... [-q QUEUE]",
 		Short: "Make jobs available now, with their attempts reset",
-		Long: `Make dead, cancelled, scheduled or available jobs available now, with their
-attempts reset. Running and completed jobs cannot be retried.`,
+		Long: `Make dead, cancelled, dropped, scheduled or available jobs available now, with
+their attempts reset; a job whose concurrency key is busy is parked instead.
+Running, parked and completed jobs cannot be retried.`,
 		RunE: a.action(1, -1, func(ctx context.Context, b *backend, ids []string) error {
 			return a.eachJob(ctx, b, queue, ids, "retried", retryJob)
 		}),
@@ -327,8 +375,8 @@ func (a *app) jobsDeleteCmd() *cobra.Command {
 
 func retryJob(ctx context.Context, b *backend, j *baton.JobRow) error {
 	switch j.State {
-	case baton.JobStateRunning, baton.JobStateCompleted:
-		return failedErr("job %s is %s: only dead, cancelled, scheduled and available jobs can be retried", j.ID, j.State)
+	case baton.JobStateRunning, baton.JobStateCompleted, baton.JobStateParked:
+		return failedErr("job %s is %s: only dead, cancelled, dropped, scheduled and available jobs can be retried", j.ID, j.State)
 	}
 	_, err := b.client.JobRetry(ctx, j.Queue, j.ID)
 	return err

@@ -35,7 +35,7 @@ const (
 	exitOK          = 0
 	exitFailed      = 1 // the operation failed
 	exitUsage       = 2 // bad command, flag, number, URL or argument
-	exitNotFound    = 3 // no such queue, job or lock key
+	exitNotFound    = 3 // no such queue, job, concurrency key or lock key
 	exitUnreachable = 4 // cannot connect to the backend, or it did not answer in time
 	exitUnavailable = 5 // the command cannot work yet
 )
@@ -77,7 +77,7 @@ func (a *app) classify(err error) error {
 		return nil
 	case errors.As(err, &ee):
 		return ee
-	case errors.Is(err, baton.ErrJobNotFound):
+	case errors.Is(err, baton.ErrJobNotFound), errors.Is(err, baton.ErrKeyNotFound):
 		return &exitError{code: exitNotFound, err: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &exitError{code: exitUnreachable, err: fmt.Errorf("Redis did not answer within --timeout %v", a.timeout)}
@@ -154,8 +154,9 @@ func (a *app) report(ee *exitError) {
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "baton",
-		Short: "Administer Baton's queues, jobs and locks",
-		Long: `baton looks at and administers the queues, jobs and locks that Baton keeps in Redis.
+		Short: "Administer Baton's queues, jobs, concurrency keys and locks",
+		Long: `baton looks at and administers the queues, jobs, concurrency keys and locks that
+Baton keeps in Redis.
 
 Connect with --redis URL or BATON_REDIS_URL: redis://host:port/db, rediss:// for TLS,
 ?master_set=NAME for Sentinel, several comma-separated addresses for a Cluster
@@ -203,15 +204,16 @@ Exit codes: 0 ok, 1 the operation failed, 2 bad usage, 3 not found,
 	return root
 }
 
-// commands are baton's commands, in the order of its help. Per-key
-// commands (keys list, key show, limit set/reset) will come in keys.go,
-// once the job key API has landed.
+// commands are baton's commands, in the order of its help.
 var commands = []func(*app) *cobra.Command{
 	newStatsCmd,
 	newQueuesCmd,
 	newQueueCmd,
 	newJobsCmd,
 	newDeadCmd,
+	newKeysCmd,
+	newKeyCmd,
+	newLimitCmd,
 	newLocksCmd,
 	newSchedulesCmd,
 	newDashCmd,

@@ -32,19 +32,6 @@ func TestUsage(t *testing.T) {
 	require.Contains(t, errOut.String(), `unknown help topic "frob"`)
 }
 
-func TestDemoBadRedis(t *testing.T) {
-	t.Parallel()
-	var out, errOut bytes.Buffer
-	require.Equal(t, 1, run(context.Background(), []string{"demo", "--redis", "http://nope"}, &out, &errOut))
-	require.Contains(t, errOut.String(), "bad --redis URL")
-	errOut.Reset()
-	// Port 1 on loopback refuses connections.
-	require.Equal(t, 1, run(context.Background(), []string{"demo", "--redis", "redis://127.0.0.1:1"}, &out, &errOut))
-	require.Contains(t, errOut.String(), "cannot reach Redis")
-	errOut.Reset()
-	require.Equal(t, 2, run(context.Background(), []string{"demo", "--bogus"}, &out, &errOut))
-}
-
 func TestRedisOption(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

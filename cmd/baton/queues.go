@@ -30,10 +30,16 @@ type queueOut struct {
 	Retrying  int    `json:"retrying"`
 	// RetryingExact is false when Retrying counts only the first retryScan
 	// scheduled jobs.
-	RetryingExact   bool       `json:"retrying_exact"`
-	Dead            int        `json:"dead"`
-	Cancelled       int        `json:"cancelled"`
-	Completed       int        `json:"completed"`
+	RetryingExact bool `json:"retrying_exact"`
+	Parked        int  `json:"parked"`
+	Dead          int  `json:"dead"`
+	Cancelled     int  `json:"cancelled"`
+	Completed     int  `json:"completed"`
+	Dropped       int  `json:"dropped"` // kept for the retention
+	// DroppedEver counts every job ever dropped, the swept ones included.
+	DroppedEver int64 `json:"dropped_ever"`
+	// Keys counts the active concurrency keys (see `keys list`).
+	Keys            int        `json:"keys"`
 	OldestAvailable *time.Time `json:"oldest_available,omitempty"`
 }
 
@@ -47,7 +53,11 @@ func newQueuesCmd(a *app) *cobra.Command {
   SCHEDULED  waiting for their time: delayed, snoozed or retrying
   RETRYING   the scheduled ones that have run before and failed (counted over
              the first 1000 scheduled jobs; "+" marks a lower bound)
+  PARKED     waiting for a slot of their concurrency key, invisible to fetchers
   DEAD, CANCELLED  the dead set; COMPLETED  kept for their retention
+  DROPPED (EVER)   dropped by their OnBusy policy when their key was busy, kept
+             for the retention; in brackets every job ever dropped
+  KEYS       active concurrency keys: with holders, parked jobs or an override
   OLDEST     how long the oldest available job has waited`,
 		RunE: a.action(0, 0, func(ctx context.Context, b *backend, _ []string) error {
 			qs, err := allQueueStats(ctx, b)
@@ -60,7 +70,8 @@ func newQueuesCmd(a *app) *cobra.Command {
 					fmt.Fprintln(w, "no queues yet: none has had a job")
 					return
 				}
-				row(w, "QUEUE", "STATUS", "AVAILABLE", "RUNNING", "SCHEDULED", "RETRYING", "DEAD", "CANCELLED", "COMPLETED", "OLDEST")
+				row(w, "QUEUE", "STATUS", "AVAILABLE", "RUNNING", "SCHEDULED", "RETRYING", "PARKED",
+					"DEAD", "CANCELLED", "COMPLETED", "DROPPED (EVER)", "KEYS", "OLDEST")
 				for _, q := range qs {
 					status := "active"
 					if q.Paused {
@@ -70,8 +81,8 @@ func newQueuesCmd(a *app) *cobra.Command {
 					if q.OldestAvailable != nil {
 						oldest = human(now.Sub(*q.OldestAvailable))
 					}
-					row(w, q.Queue, status, q.Available, q.Running, q.Scheduled, retrying(q.Retrying, q.RetryingExact),
-						q.Dead, q.Cancelled, q.Completed, oldest)
+					row(w, q.Queue, status, q.Available, q.Running, q.Scheduled, retrying(q.Retrying, q.RetryingExact), q.Parked,
+						q.Dead, q.Cancelled, q.Completed, fmt.Sprintf("%d (%d)", q.Dropped, q.DroppedEver), q.Keys, oldest)
 				}
 			})
 		}),
@@ -116,6 +127,10 @@ func queueStats(ctx context.Context, b *backend, name string) (*queueOut, error)
 		Dead:            s.Counts[baton.JobStateDead],
 		Cancelled:       s.Counts[baton.JobStateCancelled],
 		Completed:       s.Counts[baton.JobStateCompleted],
+		Parked:          s.Counts[baton.JobStateParked],
+		Dropped:         s.Counts[baton.JobStateDropped],
+		DroppedEver:     s.Dropped,
+		Keys:            s.Keys,
 		OldestAvailable: timePtr(s.OldestAvailable),
 		RetryingExact:   true,
 	}
@@ -143,9 +158,13 @@ type statsOut struct {
 	Scheduled       int        `json:"scheduled"`
 	Retrying        int        `json:"retrying"`
 	RetryingExact   bool       `json:"retrying_exact"`
+	Parked          int        `json:"parked"`
 	Dead            int        `json:"dead"`
 	Cancelled       int        `json:"cancelled"`
 	Completed       int        `json:"completed"`
+	Dropped         int        `json:"dropped"`
+	DroppedEver     int64      `json:"dropped_ever"`
+	Keys            int        `json:"keys"` // active concurrency keys
 	OldestAvailable *time.Time `json:"oldest_available,omitempty"`
 }
 
@@ -154,7 +173,8 @@ func newStatsCmd(a *app) *cobra.Command {
 		Use:   "stats",
 		Short: "Show totals over every queue",
 		Long: `Show the number of queues and their jobs by state, added up over every queue,
-and how long the oldest available job has waited. 'baton queues' explains the states.`,
+how long the oldest available job has waited, how many jobs were ever dropped and
+how many concurrency keys are active. 'baton queues' explains the states.`,
 		RunE: a.action(0, 0, func(ctx context.Context, b *backend, _ []string) error {
 			qs, err := allQueueStats(ctx, b)
 			if err != nil {
@@ -173,6 +193,10 @@ and how long the oldest available job has waited. 'baton queues' explains the st
 				s.Dead += q.Dead
 				s.Cancelled += q.Cancelled
 				s.Completed += q.Completed
+				s.Parked += q.Parked
+				s.Dropped += q.Dropped
+				s.DroppedEver += q.DroppedEver
+				s.Keys += q.Keys
 				if q.OldestAvailable != nil && (s.OldestAvailable == nil || q.OldestAvailable.Before(*s.OldestAvailable)) {
 					s.OldestAvailable = q.OldestAvailable
 				}
@@ -187,9 +211,12 @@ and how long the oldest available job has waited. 'baton queues' explains the st
 				row(w, "Available:", avail)
 				row(w, "Running:", s.Running)
 				row(w, "Scheduled:", fmt.Sprintf("%d (retrying: %s)", s.Scheduled, retrying(s.Retrying, s.RetryingExact)))
+				row(w, "Parked:", s.Parked)
 				row(w, "Dead:", s.Dead)
 				row(w, "Cancelled:", s.Cancelled)
 				row(w, "Completed:", s.Completed)
+				row(w, "Dropped:", fmt.Sprintf("%d (ever: %d)", s.Dropped, s.DroppedEver))
+				row(w, "Active keys:", s.Keys)
 			})
 		}),
 	}

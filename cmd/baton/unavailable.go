@@ -29,18 +29,3 @@ func newSchedulesCmd(*app) *cobra.Command {
 		},
 	}
 }
-
-const dashWhy = "the dashboard is not available yet: it is being built in package batonui, " +
-	"an http.Handler any program can mount; this command will serve it"
-
-func newDashCmd(*app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "dash",
-		Short: "Not available yet: the web dashboard is being built",
-		Long:  "Not available yet (exit code 5): " + dashWhy + ".",
-		Args:  cobra.ArbitraryArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return &exitError{code: exitUnavailable, err: errors.New(dashWhy)}
-		},
-	}
-}

@@ -1,6 +1,19 @@
-// Package demo is Baton's demonstration: real goroutines contending for real
-// locks on a real backend, checked as they go. `baton demo` runs it; it
-// fails if any guarantee did not hold.
+// Package demo is `baton demo`: a realistic scenario of a few hundred jobs
+// run by two worker processes on a real backend, with live progress, then a
+// summary and a check of every guarantee Baton gives — per-key limits,
+// halting a key, dropping twins, retries, recurring jobs fired once, and no
+// job left behind. It fails if any guarantee did not hold.
+//
+// The scenario (plan.go) is drawn from a fixed seed, so every run is the
+// same: webhooks limited to 3 per customer over 20 customers, one of them
+// halted and resumed midway; a per-user sync that drops its twins; a
+// recurring fan-out of digests; a charge that fails twice, then succeeds.
+// The handlers (jobs.go) report to a tracker (track.go) that knows nothing
+// of the backend, and the checks (checks.go) hold the backend to what the
+// handlers saw.
+//
+// RunLocks (locks.go) is the older demonstration of standalone locks,
+// `baton demo locks`.
 package demo
 
 import (
@@ -8,310 +21,373 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
-	"github.com/batonhq/baton/batonlock"
 )
 
-// Config scales the demo. The zero value is the full demo.
+// Config configures a run of the demo. nil means the zero value: the full
+// scenario, plain output.
 type Config struct {
-	// Users is the number of users whose syncs contend for per-user locks.
-	// Default 5.
-	Users int
-	// Webhooks is the number of webhook deliveries for one customer. Default 60.
-	Webhooks int
-	// Section is how long a webhook delivery holds its slot. Default 20ms.
-	Section time.Duration
+	// Backend names the backend in the header, e.g. "Redis at
+	// redis://127.0.0.1:6379". Default "the embedded in-memory backend".
+	Backend string
+	// Scale multiplies every duration of the scenario. Default 1: about 16
+	// seconds. Tests use 0.1. At most 10.
+	Scale float64
+	// Live redraws the progress in place, for a terminal. Default false: a
+	// progress line every 2s (scaled), for logs.
+	Live bool
+	// Color uses ANSI colors. Default false.
+	Color bool
+	// Dash, if not empty, serves the dashboard (read-only, without
+	// authentication) at this address while the demo runs, and prints its
+	// URL; port 0 picks a free port.
+	Dash string
+	// Sabotage breaks a guarantee on purpose, to show that the checks
+	// catch it: "limit" inserts six webhooks of customer:05 that carry a
+	// limit of 10 instead of 3; "retry" gives the charge only 2 attempts.
+	// Default "": none.
+	Sabotage string
 }
 
-// Run runs the demo on driver, narrating to out. It returns an error naming
-// every guarantee that did not hold.
-func Run(ctx context.Context, driver batondriver.LockDriver, out io.Writer, cfg *Config) error {
-	if cfg == nil {
-		cfg = &Config{}
-	}
-	c := *cfg
-	if c.Users == 0 {
-		c.Users = 5
-	}
-	if c.Webhooks == 0 {
-		c.Webhooks = 60
-	}
-	if c.Section == 0 {
-		c.Section = 20 * time.Millisecond
-	}
-	locker, err := batonlock.New(driver, &batonlock.Config{TTL: 2 * time.Second})
-	if err != nil {
-		return err
-	}
-	d := &demo{locker: locker, out: out, cfg: c, run: fmt.Sprintf("%d", time.Now().UnixNano())}
-	for _, part := range []func(context.Context) error{d.perUser, d.webhooks, d.crash, d.fencing} {
-		if err := part(ctx); err != nil {
-			d.fail(err)
-		}
-	}
-	fmt.Fprintln(out)
-	if len(d.failures) > 0 {
-		fmt.Fprintf(out, "FAILED: %d guarantee(s) did not hold\n", len(d.failures))
-		return errors.Join(d.failures...)
-	}
-	fmt.Fprintln(out, "All guarantees held.")
-	return nil
+// ErrGuarantee is wrapped by Run's error when a guarantee did not hold.
+var ErrGuarantee = errors.New("demo: a guarantee did not hold")
+
+// Result is what a run measured and checked.
+type Result struct {
+	Checks  []Check
+	Elapsed time.Duration
+	// Processed counts the jobs completed, Retried the attempts that
+	// failed and were retried, Dropped the jobs dropped by their key's
+	// OnBusyDrop (from the backend's stats).
+	Processed, Retried, Dropped int
+	// ParkedPeak is the most jobs parked at once, sampled.
+	ParkedPeak int
+	// Handoffs are the handoff latencies measured, sorted: from a holder's
+	// return to the start of the next job of its key that waited for it.
+	Handoffs []time.Duration
 }
 
-type demo struct {
-	locker   *batonlock.Locker
-	out      io.Writer
-	cfg      Config
-	run      string // makes keys unique per run, for shared backends
+// Check is one guarantee and whether it held.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string
+}
+
+// workersPerProcess is each worker process's Config.Concurrency: enough
+// for every key to use its slots at once, so that waits come from the keys.
+const workersPerProcess = 64
+
+// run is one run of the scenario.
+type run struct {
+	cfg    Config
+	plan   *plan
+	track  *tracker
+	screen *screen
+	ticks  ticks
+
+	clients  []*baton.Client // the two worker processes
+	periodic []*baton.PeriodicJob
+	every    time.Duration // the fan-out's period
+	start    time.Time
+	stopAt   time.Time // when the workers began to stop
+
 	mu       sync.Mutex
-	failures []error
+	outcomes map[string]map[baton.JobOutcome]int // by kind
+	charge   string                              // the charge's state, for the progress
+	chargeID string
+	stats    map[string]*baton.QueueStats // the latest sample, by queue
+	halt     string                       // the halted key's state, for the progress
+	busiest  string
+	parked   int                 // peak of the jobs parked in every queue
+	backlog  map[string]*backlog // keys with a backlog, for the sampler
+
+	webhooksTotal int
+	syncTotal     int
+	sync          syncRecord
+	digestsQueued atomic.Int64
+	fatal         context.CancelCauseFunc
 }
 
-func (d *demo) key(s string) string { return "demo:" + d.run + ":" + s }
-
-func (d *demo) printf(format string, args ...any) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	fmt.Fprintf(d.out, format, args...)
+// syncRecord is what the sync inserts returned.
+type syncRecord struct {
+	inserted, dropped int
+	// covered counts the twins inserted while a sync of their user was
+	// running from before the insert until after it; coveredDropped those
+	// of them that were dropped, as they all must be.
+	covered, coveredDropped int
 }
 
-func (d *demo) fail(err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.failures = append(d.failures, err)
-	fmt.Fprintf(d.out, "  ✗ %v\n", err)
-}
+// d scales a duration of the scenario.
+func (r *run) d(x time.Duration) time.Duration { return time.Duration(float64(x) * r.cfg.Scale) }
 
-func (d *demo) check(ok bool, format string, args ...any) {
-	if ok {
-		d.printf("  ✓ "+format+"\n", args...)
-		return
+// Run runs the demo on driver, writing to out. It returns what it measured,
+// and an error wrapping ErrGuarantee if a guarantee did not hold, or the
+// error that stopped it (ctx's when interrupted).
+func Run(ctx context.Context, driver batondriver.Driver, out io.Writer, cfg *Config) (*Result, error) {
+	r, err := newRun(driver, out, cfg)
+	if err != nil {
+		return nil, err
 	}
-	d.fail(fmt.Errorf(format, args...))
+	return r.run(ctx)
 }
 
-// perUser: four twins of a sync job per user start at once; one per user
-// runs, the others drop out at once (seed S1), and users run in parallel.
-func (d *demo) perUser(ctx context.Context) error {
-	d.printf("1. One sync per user at a time: %d users, 4 twins each, started together (TryDo)\n", d.cfg.Users)
-	const twins = 4
-	var (
-		ran, dropped atomic.Int32
-		running      atomic.Int32
-		maxRunning   atomic.Int32
-		perUser      = make([]atomic.Int32, d.cfg.Users)
-		start        = make(chan struct{})
-		wg           sync.WaitGroup
-	)
-	errs := make(chan error, d.cfg.Users*twins)
-	for u := range d.cfg.Users {
-		for twin := range twins {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				ok, err := d.locker.TryDo(ctx, d.key(fmt.Sprintf("sync:user:%d", u)), nil, func(ctx context.Context, lease *batonlock.Lease) error {
-					n := running.Add(1)
-					for m := maxRunning.Load(); n > m && !maxRunning.CompareAndSwap(m, n); m = maxRunning.Load() {
-					}
-					perUser[u].Add(1)
-					d.printf("   user %d twin %d: running with fence %d\n", u, twin, lease.Fence())
-					time.Sleep(200 * time.Millisecond) // twins start while this runs
-					running.Add(-1)
-					return nil
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if ok {
-					ran.Add(1)
-				} else {
-					dropped.Add(1)
-				}
-			}()
+func newRun(driver batondriver.Driver, out io.Writer, cfg *Config) (*run, error) {
+	c := Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Scale == 0 {
+		c.Scale = 1
+	}
+	if c.Scale < 0 || c.Scale > 10 {
+		return nil, fmt.Errorf("demo: scale %v out of range (0, 10]", c.Scale)
+	}
+	if c.Backend == "" {
+		c.Backend = "the embedded in-memory backend"
+	}
+	switch c.Sabotage {
+	case "", "limit", "retry":
+	default:
+		return nil, fmt.Errorf("demo: unknown sabotage %q (limit, retry)", c.Sabotage)
+	}
+	r := &run{
+		cfg:      c,
+		plan:     newPlan(),
+		track:    newTracker(),
+		screen:   &screen{out: out, live: c.Live, color: c.Color},
+		outcomes: map[string]map[baton.JobOutcome]int{},
+		stats:    map[string]*baton.QueueStats{},
+		backlog:  map[string]*backlog{},
+		charge:   "waiting",
+	}
+	r.every = max(r.d(fanoutEvery), 250*time.Millisecond)
+	every, err := baton.Every(r.every)
+	if err != nil {
+		return nil, err
+	}
+	r.periodic = []*baton.PeriodicJob{{
+		Name:     "digest-fanout",
+		Schedule: every,
+		Job:      func(tick time.Time) (baton.JobArgs, *baton.InsertOpts) { return fanoutArgs{Tick: tick}, nil },
+	}}
+	qs := make([]baton.QueueConfig, len(queues))
+	for i, q := range queues {
+		qs[i] = baton.QueueConfig{Name: q}
+	}
+	for range 2 {
+		client, err := baton.NewClient(driver, &baton.Config{
+			Workers:      r.workers(),
+			Queues:       qs,
+			Concurrency:  workersPerProcess,
+			PeriodicJobs: r.periodic,
+			OnJobEnd:     r.jobEnded,
+			Logger:       slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			return nil, err
 		}
+		r.clients = append(r.clients, client)
 	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		return err
+	for c := range customers {
+		r.track.key(fmt.Sprintf("customer:%02d", c), webhookLimit)
 	}
-	for u := range d.cfg.Users {
-		d.check(perUser[u].Load() == 1, "user %d: exactly one sync ran (got %d)", u, perUser[u].Load())
+	for u := range users {
+		r.track.key(fmt.Sprintf("user:%d", u), syncLimit)
 	}
-	d.check(dropped.Load() == int32(d.cfg.Users*(twins-1)), "%d twins dropped at once, none ran twice", dropped.Load())
-	d.check(maxRunning.Load() > 1, "different users ran in parallel (up to %d at once)", maxRunning.Load())
-	return nil
+	r.webhooksTotal = len(r.plan.webhooks)
+	if c.Sabotage == "limit" {
+		r.webhooksTotal += sabotageWebhooks
+	}
+	r.syncTotal = len(r.plan.syncs)
+	return r, nil
 }
 
-// webhooks: deliveries for one customer share 3 slots and wait their turn in
-// order (seed S11/S12); midway the key is halted, then raised to 5 (S14).
-func (d *demo) webhooks(ctx context.Context) error {
-	key := d.key("webhooks:customer:42")
-	d.printf("\n2. At most 3 webhooks at once for customer 42: %d deliveries of %v, waiting in line (Do)\n", d.cfg.Webhooks, d.cfg.Section)
-	var (
-		mu       sync.Mutex
-		running  int
-		peak     = map[int]int{} // limit in force -> peak concurrency seen
-		limit    = 3
-		halted   bool
-		fences   = map[int]uint64{} // delivery -> fence of its grant
-		violated []string
-		queued   = make([]int, 0, d.cfg.Webhooks) // deliveries in the order they queued
-		wg       sync.WaitGroup
-	)
-	opts := func(i int) *batonlock.AcquireOpts {
-		return &batonlock.AcquireOpts{Limit: 3, OnWait: func(int) {
-			mu.Lock()
-			queued = append(queued, i)
-			mu.Unlock()
-		}}
+// jobEnded counts the outcome of every attempt (Config.OnJobEnd).
+func (r *run) jobEnded(ev *baton.JobEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.outcomes[ev.Kind]
+	if m == nil {
+		m = map[baton.JobOutcome]int{}
+		r.outcomes[ev.Kind] = m
 	}
-	for i := range d.cfg.Webhooks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := d.locker.Do(ctx, key, opts(i), func(ctx context.Context, lease *batonlock.Lease) error {
-				mu.Lock()
-				running++
-				if halted {
-					violated = append(violated, fmt.Sprintf("delivery %d started while halted", i))
-				}
-				if running > limit {
-					violated = append(violated, fmt.Sprintf("%d running with limit %d", running, limit))
-				}
-				peak[limit] = max(peak[limit], running)
-				fences[i] = lease.Fence()
-				mu.Unlock()
-				time.Sleep(d.cfg.Section)
-				mu.Lock()
-				running--
-				mu.Unlock()
-				return nil
-			})
-			if err != nil {
-				d.fail(fmt.Errorf("delivery %d: %w", i, err))
+	m[ev.Outcome]++
+}
+
+func (r *run) outcome(kind string, o baton.JobOutcome) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outcomes[kind][o]
+}
+
+func (r *run) setCharge(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.charge = s
+}
+
+func (r *run) run(parent context.Context) (*Result, error) {
+	r.header()
+	if r.cfg.Dash != "" {
+		url, stop, err := serveDash(r.cfg.Dash, r.clients[0], r.periodic)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		r.screen.printf("Dashboard: %s (read-only; it closes when the demo ends)\n\n", r.screen.paint(cyan, url))
+	}
+
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	r.fatal = cancel
+	r.start = time.Now()
+	r.screen.start = r.start
+	for i, c := range r.clients {
+		if err := c.Start(ctx); err != nil {
+			for _, started := range r.clients[:i] {
+				_ = started.Stop(ctx)
 			}
-		}()
-		time.Sleep(time.Millisecond) // arrive in order
-	}
-
-	// Halt the key a third of the way through, then resume at 5 slots.
-	time.Sleep(time.Duration(d.cfg.Webhooks/9) * d.cfg.Section)
-	mu.Lock()
-	limit = 3 // holders already running may finish
-	mu.Unlock()
-	if err := d.locker.SetLimit(ctx, key, 0); err != nil {
-		return err
-	}
-	info, err := d.locker.Inspect(ctx, key)
-	if err != nil {
-		return err
-	}
-	d.printf("   halted (limit 0): %d still running, %d parked\n", len(info.Holders), info.WaiterCount)
-	time.Sleep(2 * d.cfg.Section) // running deliveries finish
-	mu.Lock()
-	halted = true
-	mu.Unlock()
-	time.Sleep(3 * d.cfg.Section)
-	info, err = d.locker.Inspect(ctx, key)
-	if err != nil {
-		return err
-	}
-	d.printf("   while halted: %d running, %d parked\n", len(info.Holders), info.WaiterCount)
-	mu.Lock()
-	halted, limit = false, 5
-	mu.Unlock()
-	if err := d.locker.SetLimit(ctx, key, 5); err != nil {
-		return err
-	}
-	d.printf("   resumed with limit 5\n")
-	wg.Wait()
-
-	d.check(len(fences) == d.cfg.Webhooks, "all %d deliveries ran", len(fences))
-	d.check(len(violated) == 0, "never over the limit, nothing started while halted (%d violations) %s", len(violated), strings.Join(violated, "; "))
-	d.check(peak[3] == 3 && peak[5] == 5, "peak concurrency %d with limit 3, %d with limit 5", peak[3], peak[5])
-	all := slices.Sorted(maps.Values(fences))
-	d.check(len(all) > 0 && !hasDup(all), "every grant had its own fence (%d..%d)", all[0], all[len(all)-1])
-	d.check(fifo(queued, fences), "the %d deliveries that waited were granted first come, first served (their fences increase in queue order)", len(queued))
-	return nil
-}
-
-// crash: a holder that dies without releasing keeps its slot only until its
-// lease runs out; the waiter behind it is then granted (S5, S15).
-func (d *demo) crash(ctx context.Context) error {
-	key := d.key("report:nightly")
-	d.printf("\n3. A holder crashes without releasing (no heartbeat, TTL 300ms)\n")
-	dead, err := d.locker.TryAcquire(ctx, key, &batonlock.AcquireOpts{TTL: 300 * time.Millisecond, NoHeartbeat: true})
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	next, err := d.locker.Acquire(ctx, key, nil)
-	if err != nil {
-		return err
-	}
-	waited := time.Since(start)
-	d.printf("   waiter granted after %v with fence %d (crashed holder had %d)\n", waited.Round(time.Millisecond), next.Fence(), dead.Fence())
-	d.check(waited < time.Second && next.Fence() > dead.Fence(), "the crashed holder's slot came back within its TTL")
-	d.check(dead.Err() != nil, "the crashed holder's own context had ended: %v", dead.Err())
-	return next.Release(ctx)
-}
-
-// fencing: a paused holder acts late; its fence gives it away.
-func (d *demo) fencing(ctx context.Context) error {
-	key := d.key("ledger")
-	d.printf("\n4. Fencing: a holder pauses past its lease, then tries to write\n")
-	slow, err := d.locker.TryAcquire(ctx, key, &batonlock.AcquireOpts{TTL: 100 * time.Millisecond, NoHeartbeat: true})
-	if err != nil {
-		return err
-	}
-	<-slow.Done()
-	fast, err := d.locker.Acquire(ctx, key, nil)
-	if err != nil {
-		return err
-	}
-	defer fast.Release(ctx)
-	var highest uint64
-	write := func(fence uint64) bool {
-		if fence < highest {
-			return false
+			return nil, err
 		}
-		highest = fence
-		return true
 	}
-	d.printf("   new holder writes with fence %d: accepted=%v\n", fast.Fence(), write(fast.Fence()))
-	late := write(slow.Fence())
-	d.printf("   paused holder writes with fence %d: accepted=%v\n", slow.Fence(), late)
-	d.check(!late, "the late write was refused by its fence")
-	return nil
+	r.screen.event("2 worker processes started, %d workers each", workersPerProcess)
+
+	var bg sync.WaitGroup
+	bgCtx, stopBg := context.WithCancel(ctx)
+	bg.Go(func() { r.sample(bgCtx) })
+	if r.screen.live {
+		r.screen.hideCursor()
+		defer r.screen.showCursor()
+	}
+	bg.Go(func() { r.render(bgCtx) })
+
+	var producers sync.WaitGroup
+	producers.Go(func() { r.produceWebhooks(ctx) })
+	producers.Go(func() { r.produceSyncs(ctx) })
+	producers.Go(func() { r.produceCharge(ctx) })
+	producers.Go(func() { r.haltAndResume(ctx) })
+	producers.Wait()
+
+	drained := r.drain(ctx)
+	r.stopAt = time.Now()
+	stopErr := r.stop()
+	stopBg()
+	bg.Wait()
+	r.screen.final(r.progress())
+	if err := context.Cause(ctx); err != nil {
+		r.screen.printf("\n")
+		return nil, err
+	}
+	if stopErr != nil {
+		return nil, stopErr
+	}
+	if !drained {
+		r.screen.event("%s", r.screen.paint(red, "gave up waiting for every job to end"))
+	}
+	r.screen.event("every job has ended; both worker processes stopped")
+
+	res, err := r.result(parent)
+	if err != nil {
+		return nil, err
+	}
+	r.summary(res)
+	var failed []string
+	for _, c := range res.Checks {
+		if !c.OK {
+			failed = append(failed, c.Name)
+		}
+	}
+	if len(failed) > 0 {
+		return res, fmt.Errorf("%w: %s", ErrGuarantee, strings.Join(failed, "; "))
+	}
+	return res, nil
 }
 
-func hasDup(s []uint64) bool {
-	for i := 1; i < len(s); i++ {
-		if s[i] == s[i-1] {
+// header says what is about to happen, in lines of at most 80 columns.
+func (r *run) header() {
+	s := r.screen
+	s.printf("%s on %s\n", s.paint(bold, "Baton demo"), r.cfg.Backend)
+	s.printf("%s\n", s.paint(dim, "Two worker processes share it; every guarantee is checked at the end."))
+	for _, l := range []string{
+		fmt.Sprintf("webhooks  %d deliveries to %d customers, at most %d at once per customer,", r.webhooksTotal, customers, webhookLimit),
+		fmt.Sprintf("          the rest parked; customer:%02d is halted at %v, resumed at %v", haltCustomer, r.d(haltAt), r.d(resumeAt)),
+		fmt.Sprintf("sync      %d syncs of %d users, one at a time per user; twins are dropped", r.syncTotal, users),
+		fmt.Sprintf("digests   every %v a fan-out queues one digest per user, once per tick", r.every),
+		"billing   a charge whose payment gateway fails twice, then succeeds",
+	} {
+		s.printf("  %s\n", l)
+	}
+	if r.cfg.Sabotage != "" {
+		s.printf("  %s\n", s.paint(red, "sabotage: "+r.cfg.Sabotage+" (a guarantee is broken on purpose)"))
+	}
+	s.printf("\n")
+}
+
+// drain waits until every job has ended and the fan-out's latest tick has
+// run, at a moment well before its next tick, so that the workers stop with
+// nothing queued and no tick half fired. It returns false if that took too
+// long.
+func (r *run) drain(ctx context.Context) bool {
+	deadline := time.Now().Add(max(r.d(30*time.Second), 10*time.Second))
+	sched := r.periodic[0].Schedule
+	for time.Now().Before(deadline) {
+		next := sched.Next(time.Now())
+		latest := next.Add(-r.every)
+		ticked := latest.Before(r.firstTick()) || r.ticks.jobs()[latest.UTC()] > 0
+		// Idle twice, so that a fan-out between two reads of a queue cannot
+		// slip by.
+		if ticked && time.Until(next) > r.every/2 && r.idle(ctx) && r.idle(ctx) {
 			return true
+		}
+		select {
+		case <-time.After(max(r.d(50*time.Millisecond), 10*time.Millisecond)):
+		case <-ctx.Done():
+			return false
 		}
 	}
 	return false
 }
 
-// fifo reports whether the deliveries that queued were granted in the order
-// they queued: their fences increase in that order.
-func fifo(queued []int, fences map[int]uint64) bool {
-	for i := 1; i < len(queued); i++ {
-		if fences[queued[i]] <= fences[queued[i-1]] {
+// firstTick is the fan-out's first tick that both worker processes must
+// fire: the first one after they started.
+func (r *run) firstTick() time.Time {
+	return r.periodic[0].Schedule.Next(r.start.Add(50 * time.Millisecond))
+}
+
+// idle reads every queue: true if nothing is left to run.
+func (r *run) idle(ctx context.Context) bool {
+	for _, q := range queues {
+		st, err := r.clients[0].QueueStats(ctx, q)
+		if err != nil || left(st) > 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// left counts a queue's jobs that have not ended.
+func left(st *baton.QueueStats) int {
+	return st.Counts[baton.JobStateScheduled] + st.Counts[baton.JobStateParked] +
+		st.Counts[baton.JobStateAvailable] + st.Counts[baton.JobStateRunning]
+}
+
+// stop stops both worker processes.
+func (r *run) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make([]error, len(r.clients))
+	var wg sync.WaitGroup
+	for i, c := range r.clients {
+		wg.Go(func() { errs[i] = c.Stop(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
