@@ -1,7 +1,7 @@
 # Baton's targets. `make test` is everything CI runs.
 GO ?= go
 
-.PHONY: test demo bench-locks bench-jobs chaos vet fmt
+.PHONY: test demo bench-locks bench-jobs bench-keys chaos vet fmt
 
 test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -26,6 +26,9 @@ bench-locks:
 
 bench-jobs:
 	cd bench && $(GO) run ./cmd/bench-jobs
+
+bench-keys:
+	cd bench && $(GO) run ./cmd/bench-keys
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
