@@ -197,7 +197,7 @@ func (r *runner) dispatch() {
 	defer r.loops.Done()
 	backoff := 10 * time.Millisecond
 	for r.fetchCtx.Err() == nil {
-		next, fetched, failed := r.fetchRound()
+		next, more, failed := r.fetchRound()
 		if failed {
 			select {
 			case <-time.After(backoff):
@@ -208,8 +208,8 @@ func (r *runner) dispatch() {
 			continue
 		}
 		backoff = 10 * time.Millisecond
-		if fetched > 0 && r.freeWorkers() > 0 {
-			continue // there may be more
+		if more && r.freeWorkers() > 0 {
+			continue // a queue had more jobs than were asked for
 		}
 		r.mu.Lock()
 		if !r.dueAt.IsZero() && (next.IsZero() || r.dueAt.Before(next)) {
@@ -237,13 +237,14 @@ func (r *runner) dispatch() {
 }
 
 // fetchRound asks the queues in order for as many jobs as there are free
-// workers. It returns the earliest scheduled time seen and how many jobs it
-// started; failed reports that the backend could not be reached.
-func (r *runner) fetchRound() (next time.Time, fetched int, failed bool) {
+// workers. It returns the earliest scheduled time seen and whether a queue
+// had more jobs available than it was asked for; failed reports that the
+// backend could not be reached.
+func (r *runner) fetchRound() (next time.Time, more bool, failed bool) {
 	for _, queue := range r.order() {
 		free := r.freeWorkers()
 		if free == 0 {
-			return next, fetched, false
+			return next, more, false
 		}
 		sent := time.Now()
 		res, err := r.c.driver.JobFetch(r.fetchCtx, &batondriver.JobFetchParams{
@@ -254,8 +255,9 @@ func (r *runner) fetchRound() (next time.Time, fetched int, failed bool) {
 			if r.fetchCtx.Err() == nil {
 				r.log.Warn("baton: fetch failed; backing off", "queue", queue, "err", err)
 			}
-			return next, fetched, true
+			return next, more, true
 		}
+		more = more || res.More
 		if res.Recovered > 0 {
 			r.log.Info("baton: took back jobs whose leases expired", "queue", queue, "count", res.Recovered)
 		}
@@ -264,10 +266,9 @@ func (r *runner) fetchRound() (next time.Time, fetched int, failed bool) {
 		}
 		for _, row := range res.Jobs {
 			r.start(queue, row, sent)
-			fetched++
 		}
 	}
-	return next, fetched, false
+	return next, more, false
 }
 
 // waker waits for inserts into queue while the pool has free workers, and

@@ -239,6 +239,9 @@ type JobFetchResult struct {
 	Paused bool
 	// Recovered counts jobs whose leases had expired and were taken back.
 	Recovered int
+	// More reports that the fetch took Max jobs and more are available:
+	// a caller with free workers fetches again only then.
+	More bool
 }
 
 // JobWaitParams are the parameters of JobWait.

@@ -428,11 +428,18 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 
 	t.Run("FetchMax", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
-		f.insert(newJob(), newJob(), newJob(), newJob(), newJob())
-		require.Len(t, f.fetch(2).Jobs, 2)
-		require.Len(t, f.fetch(10).Jobs, 3)
+		f.insert(newJob(), newJob(), newJob(), newJob(), newJob(), newJob())
+		res := f.fetch(2)
+		require.Len(t, res.Jobs, 2)
+		require.True(t, res.More, "Max jobs taken and more available")
+		res = f.fetch(3)
+		require.Len(t, res.Jobs, 3)
+		require.True(t, res.More)
+		res = f.fetch(1)
+		require.Len(t, res.Jobs, 1)
+		require.False(t, res.More, "Max jobs taken, none left")
 		require.Empty(t, f.fetch(10).Jobs)
-		f.counts(0, 0, 5, 0, 0, 0)
+		f.counts(0, 0, 6, 0, 0, 0)
 	})
 
 	t.Run("FetchLeases", func(t *testing.T) {

@@ -590,8 +590,11 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 	}
 	if len(res.Jobs) < p.Max {
 		q.tokens = 0
-	} else if made > 0 {
-		q.wake(min(made, available.Len()))
+	} else {
+		res.More = available.Len() > 0
+		if made > 0 {
+			q.wake(min(made, available.Len()))
+		}
 	}
 	return res, nil
 }

@@ -280,16 +280,17 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if len(arr) < 4 || len(arr)%2 != 0 {
+	if len(arr) < 5 || len(arr)%2 != 1 {
 		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
 	}
 	paused, _ := arr[1].AsInt64()
 	recovered, _ := arr[2].AsInt64()
-	res := &batondriver.JobFetchResult{Paused: paused == 1, Recovered: int(recovered)}
+	more, _ := arr[4].AsInt64()
+	res := &batondriver.JobFetchResult{Paused: paused == 1, Recovered: int(recovered), More: more == 1}
 	if next, err := arr[3].AsInt64(); err == nil {
 		res.NextRunAt = time.UnixMilli(next)
 	}
-	if res.Jobs, err = rows(p.Queue, arr[4:]); err != nil {
+	if res.Jobs, err = rows(p.Queue, arr[5:]); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
 	return res, nil

@@ -16,8 +16,9 @@
 -- ARGV[6] dropped retention in ms, the same for dropped jobs
 --
 -- Returns {server ms, paused (0|1), recovered count, earliest scheduled
--- run_at or false, then per leased job its ID and the array of its fields
--- (F in joblib.lua)}, jobs in fetch order: priority, then arrival.
+-- run_at or false, more (1 if n jobs were leased and more are available,
+-- else 0), then per leased job its ID and the array of its fields (F in
+-- joblib.lua)}, jobs in fetch order: priority, then arrival.
 --
 -- Each step handles at most BATCH jobs, so a fetch costs a bounded time:
 --  1. scheduled jobs whose run_at has come are admitted (a keyed job may be
@@ -150,10 +151,10 @@ if #due > 0 then
 end
 
 if redis.call('HGET', M, 'paused') == '1' then
-  return {now, 1, #expired, next_run_at}
+  return {now, 1, #expired, next_run_at, 0}
 end
 
-local out = {now, 0, #expired, next_run_at}
+local out = {now, 0, #expired, next_run_at, 0}
 local popped = redis.call('ZPOPMIN', A, max)
 local running, ids = {}, {} -- ids: members of T
 local until_ = now + ttl
@@ -184,7 +185,9 @@ chunked('ZREM', T, ids)
 
 if #popped < 2 * max then
   redis.call('DEL', W)
-elseif made > 0 then
-  wake(math.min(made, redis.call('ZCARD', A)))
+else
+  local left = redis.call('ZCARD', A)
+  if left > 0 then out[5] = 1 end
+  if made > 0 then wake(math.min(made, left)) end
 end
 return out
