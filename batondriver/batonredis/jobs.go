@@ -67,30 +67,8 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		}
 		args = append(args, p.Once.Name, strconv.FormatInt(p.Once.Tick.UnixMilli(), 10))
 	}
-	k := d.queueKeys(p.Queue)
-	keys := k.withJobs(ids...)
-	s := d.scripts.jobInsert
-	c := d.client
-	evalsha := c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-	// The queue joins the set of queue names with this process's first
-	// insert into it, in the same round trip; later inserts skip it.
-	_, registered := d.queuesSeen.Load(p.Queue)
-	var reply, sadd rueidis.RedisResult
-	if registered {
-		reply = c.Do(ctx, evalsha)
-	} else {
-		res := c.DoMulti(ctx, evalsha, c.B().Sadd().Key(d.queuesKey()).Member(p.Queue).Build())
-		reply, sadd = res[0], res[1]
-	}
-	if e, ok := rueidis.IsRedisErr(reply.Error()); ok && e.IsNoScript() {
-		reply = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-	}
-	arr, err := reply.ToArray()
-	if err == nil && !registered {
-		if err = sadd.Error(); err == nil {
-			d.queuesSeen.Store(p.Queue, struct{}{})
-		}
-	}
+	keys := d.queueKeys(p.Queue).withJobs(ids...)
+	arr, err := d.insert(ctx, p.Queue, keys, args)
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
@@ -99,6 +77,29 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		return nil, jobErr(op, p.Queue, err)
 	}
 	return res, nil
+}
+
+// insert runs job_insert. The queue joins the set of queue names with this
+// process's first insert into it, pipelined in the same round trip; later
+// inserts skip it.
+func (d *Driver) insert(ctx context.Context, queue string, keys, args []string) ([]rueidis.RedisMessage, error) {
+	f, c := d.scripts.jobInsert, d.client
+	if _, registered := d.queuesSeen.Load(queue); registered {
+		return f.Exec(ctx, c, keys, args).ToArray()
+	}
+	res := c.DoMulti(ctx, f.call(c, keys, args), c.B().Sadd().Key(d.queuesKey()).Member(queue).Build())
+	reply := res[0]
+	if missingFunction(reply.Error()) {
+		reply = f.Exec(ctx, c, keys, args)
+	}
+	arr, err := reply.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	if res[1].Error() == nil {
+		d.queuesSeen.Store(queue, struct{}{})
+	}
+	return arr, nil
 }
 
 // insertArgs is the number of script arguments per job of job_insert.lua.

@@ -1,9 +1,7 @@
 package batonredis
 
 import (
-	"crypto/sha1"
 	_ "embed"
-	"encoding/hex"
 
 	"github.com/redis/rueidis"
 )
@@ -30,9 +28,9 @@ var luaSetLimit string
 //go:embed lua/inspect.lua
 var luaInspect string
 
-// Each job transition is one Lua script too: lua/joblib.lua (shared
-// definitions and the KEYS contract of a queue) followed by the
-// transition's own file.
+// Each job transition is one Lua file too; with lua/joblib.lua (shared
+// definitions and the KEYS contract of a queue) they make one function
+// library (functions.go).
 
 //go:embed lua/joblib.lua
 var luaJobLib string
@@ -78,61 +76,44 @@ var luaKeyList string
 type scripts struct {
 	acquire, release, extend, setLimit, inspect *rueidis.Lua
 
-	// jobInsert is sent by hand, pipelined with the SADD to the set of
-	// queue names (another slot), so it is kept as source and SHA-1.
-	jobInsert                                pipelinedScript
-	jobFetch, jobExtend, jobFinish, jobRetry *rueidis.Lua
-	jobDelete, jobPause, jobList, jobStats   *rueidis.Lua
-	keySetLimit, keyGet, keyList             *rueidis.Lua
+	// The job transitions, one function library (functions.go).
+	jobLib                                              *jobLibrary
+	jobInsert, jobFetch, jobExtend, jobFinish, jobRetry *jobFunc
+	jobDelete, jobPause, jobList, jobStats              *jobFunc
+	keySetLimit, keyGet, keyList                        *jobFunc
 }
 
-// pipelinedScript is a script that callers send with EVALSHA inside a
-// DoMulti, falling back to EVAL on NOSCRIPT themselves.
-type pipelinedScript struct {
-	src, sha string
-}
-
-// newScripts compiles the scripts, the job scripts with jobLib as their
+// newScripts compiles the scripts, the job transitions with jobLib as their
 // shared definitions (luaJobLib but in tests of broken variants).
 func newScripts(jobLib string) *scripts {
-	compileJob := func(body string) *rueidis.Lua {
-		return rueidis.NewLuaScript(jobLib + "\n" + body)
-	}
+	// Read-only transitions (list, stats, key get and list) are called
+	// like the others, not with FCALL_RO: rueidis retries read-only
+	// commands on network errors without end, and an unreachable server
+	// must give a clear error here as everywhere else.
+	lib, f := newJobLibrary(jobLib, map[string]string{
+		"job_insert": luaJobInsert, "job_fetch": luaJobFetch, "job_extend": luaJobExtend,
+		"job_finish": luaJobFinish, "job_retry": luaJobRetry, "job_delete": luaJobDelete,
+		"job_pause": luaJobPause, "job_list": luaJobList, "job_stats": luaJobStats,
+		"key_setlimit": luaKeySetLimit, "key_get": luaKeyGet, "key_list": luaKeyList,
+	})
 	return &scripts{
 		acquire:  compile(luaAcquire),
 		release:  compile(luaRelease),
 		extend:   compile(luaExtend),
 		setLimit: compile(luaSetLimit),
-		// Read-only, but not sent as EVALSHA_RO: rueidis retries read-only
-		// commands on network errors without end, and an unreachable
-		// server must give a clear error here as everywhere else.
+		// Read-only, but not sent as EVALSHA_RO, for the reason above.
 		inspect: compile(luaInspect),
 
-		jobInsert: pipelined(jobLib + "\n" + luaJobInsert),
-		jobFetch:  compileJob(luaJobFetch),
-		jobExtend: compileJob(luaJobExtend),
-		jobFinish: compileJob(luaJobFinish),
-		jobRetry:  compileJob(luaJobRetry),
-		jobDelete: compileJob(luaJobDelete),
-		jobPause:  compileJob(luaJobPause),
-		// Read-only like inspect, and sent as EVALSHA for the same reason.
-		jobList:  compileJob(luaJobList),
-		jobStats: compileJob(luaJobStats),
-
-		keySetLimit: compileJob(luaKeySetLimit),
-		// Read-only, sent as EVALSHA like inspect.
-		keyGet:  compileJob(luaKeyGet),
-		keyList: compileJob(luaKeyList),
+		jobLib:    lib,
+		jobInsert: f["job_insert"], jobFetch: f["job_fetch"], jobExtend: f["job_extend"],
+		jobFinish: f["job_finish"], jobRetry: f["job_retry"], jobDelete: f["job_delete"],
+		jobPause: f["job_pause"], jobList: f["job_list"], jobStats: f["job_stats"],
+		keySetLimit: f["key_setlimit"], keyGet: f["key_get"], keyList: f["key_list"],
 	}
 }
 
 func compile(body string) *rueidis.Lua {
 	return rueidis.NewLuaScript(luaLib + "\n" + body)
-}
-
-func pipelined(src string) pipelinedScript {
-	sum := sha1.Sum([]byte(src))
-	return pipelinedScript{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
 var defaultScripts = newScripts(luaJobLib)

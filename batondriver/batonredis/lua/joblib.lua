@@ -1,7 +1,11 @@
--- joblib.lua: definitions shared by every job transition; prepended to each
--- job script when it is compiled. Every job script takes the same first
--- sixteen KEYS, the keys of one queue Q, all in one hash slot (they share
--- the hash tag {Q}):
+-- joblib.lua: definitions shared by every job transition. The transitions
+-- are loaded together with it as one Redis function library (FUNCTION LOAD,
+-- called with FCALL), so that these definitions run once at load rather
+-- than at every call; where functions are missing (Redis < 7) each
+-- transition runs as a script with this file prepended. Either way a
+-- transition starts with bind(KEYS). Every job transition takes the same
+-- first sixteen KEYS, the keys of one queue Q, all in one hash slot (they
+-- share the hash tag {Q}):
 --
 --   KEYS[1]  M  hash: seq (last arrival number), paused ("1" while paused),
 --               dropped (jobs ever dropped), once:<name> (schedules' ticks)
@@ -55,9 +59,16 @@
 -- Every redis.call costs about a microsecond of the server's single thread;
 -- the per-job paths read a job with one HMGET and write it with one HSET,
 -- and sorted-set changes are batched per script.
-local M, A, T, S, R, C, D, X, W, J = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local K, KI, PK, Y, U, UP = KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local M, A, T, S, R, C, D, X, W, J
+local K, KI, PK, Y, U, UP
 local FIRST_JOB_KEY = 17
+
+-- bind sets the queue keys above from the KEYS of the call. Redis runs one
+-- call at a time, so the library's shared locals are the call's own.
+local function bind(keys)
+  M, A, T, S, R, C, D, X, W, J = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10]
+  K, KI, PK, Y, U, UP = keys[11], keys[12], keys[13], keys[14], keys[15], keys[16]
+end
 
 -- The fields of a job, in the order replies carry them (jobFields in
 -- jobs.go), and their positions.

@@ -1,0 +1,129 @@
+package batonredis
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/rueidis"
+)
+
+// The job transitions run as one Redis function library: lua/joblib.lua's
+// definitions once, at FUNCTION LOAD, and each transition a registered
+// function called with FCALL. As plain scripts, every call would run all of
+// joblib.lua's definitions again first, which costs more than most
+// transitions' own work. The library's name carries a hash of its source,
+// so processes of different versions sharing a server each call their own.
+//
+// The library is loaded on first use, on every node of a cluster, and again
+// whenever a node answers that a function is missing (a restart without
+// persistence, a failover to a replica that never had it). A server without
+// functions (Redis < 7), or one that refuses the library, gets the same
+// transitions as EVALSHA scripts.
+
+// jobLibrary is the job transitions compiled both ways.
+type jobLibrary struct {
+	name string // baton_<hash>
+	src  string // the FUNCTION LOAD source
+
+	mu      sync.Mutex  // serialises loads
+	useEval atomic.Bool // functions unavailable: scripts only
+}
+
+// jobFunc is one transition: a function of the library, and the same as
+// a script.
+type jobFunc struct {
+	lib    *jobLibrary
+	name   string       // the function's name
+	script *rueidis.Lua // the EVALSHA fallback
+}
+
+// newJobLibrary builds the library of jobLib and the transitions, by file
+// name without ".lua".
+func newJobLibrary(jobLib string, transitions map[string]string) (*jobLibrary, map[string]*jobFunc) {
+	var b strings.Builder
+	b.WriteString(jobLib)
+	names := make([]string, 0, len(transitions))
+	for name := range transitions {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the same text, so the same hash, every time
+	// The functions' names start with the library's, which is the hash of
+	// the text: a placeholder stands for it until the hash is known.
+	const placeholder = "@LIBRARY@"
+	for _, name := range names {
+		fmt.Fprintf(&b, "\nredis.register_function('%s_%s', function(KEYS, ARGV)\nbind(KEYS)\n%s\nend)\n",
+			placeholder, name, transitions[name])
+	}
+	body := b.String()
+	sum := sha1.Sum([]byte(body))
+	libName := "baton_" + hex.EncodeToString(sum[:6])
+	lib := &jobLibrary{name: libName, src: "#!lua name=" + libName + "\n" + strings.ReplaceAll(body, placeholder, libName)}
+	funcs := make(map[string]*jobFunc, len(transitions))
+	for _, name := range names {
+		funcs[name] = &jobFunc{
+			lib:    lib,
+			name:   libName + "_" + name,
+			script: rueidis.NewLuaScript(jobLib + "\nbind(KEYS)\n" + transitions[name]),
+		}
+	}
+	return lib, funcs
+}
+
+// Exec runs the transition on the keys' slot.
+func (f *jobFunc) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	if f.lib.useEval.Load() {
+		return f.script.Exec(ctx, c, keys, args)
+	}
+	res := c.Do(ctx, f.call(c, keys, args))
+	if !missingFunction(res.Error()) {
+		return res
+	}
+	if err := f.lib.load(ctx, c); err != nil {
+		return f.script.Exec(ctx, c, keys, args)
+	}
+	return c.Do(ctx, f.call(c, keys, args))
+}
+
+// call is the FCALL of the transition, for callers that pipeline it.
+func (f *jobFunc) call(c rueidis.Client, keys, args []string) rueidis.Completed {
+	return c.B().Fcall().Function(f.name).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+}
+
+// missingFunction reports an FCALL refused because the server does not
+// have the function.
+func missingFunction(err error) bool {
+	e, ok := rueidis.IsRedisErr(err)
+	return ok && strings.Contains(e.Error(), "Function not found")
+}
+
+// load loads the library on every node of c. A server that cannot take it
+// (no FUNCTION command, or it refuses the code) makes the library fall back
+// to scripts for good; a network error is returned for the caller to fall
+// back this once.
+func (l *jobLibrary) load(ctx context.Context, c rueidis.Client) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, node := range c.Nodes() {
+		err := node.Do(ctx, node.B().FunctionLoad().FunctionCode(l.src).Build()).Error()
+		if err == nil {
+			continue
+		}
+		e, ok := rueidis.IsRedisErr(err)
+		switch {
+		case ok && (strings.Contains(e.Error(), "already exists") || strings.HasPrefix(e.Error(), "READONLY")):
+			// Loaded before; or a replica, which gets it from its master.
+		case ok:
+			l.useEval.Store(true)
+			return err
+		default:
+			return err
+		}
+	}
+	return nil
+}
