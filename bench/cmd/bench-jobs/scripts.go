@@ -41,7 +41,7 @@ func runScripts(ctx context.Context, e *env) error {
 
 	t := &table.Table{
 		Title: fmt.Sprintf("4. Baton's scripts alone, one call after the other (%d jobs per step)", jobs),
-		Header: []string{"step", "calls", "jobs/call", "evalsha µs/call", "evalsha µs/job",
+		Header: []string{"step", "calls", "jobs/call", "script µs/call", "script µs/job",
 			"server calls/job", "Redis CPU µs/job", "RTT"},
 	}
 	// step runs call until it has handled n jobs (or made maxCalls calls)
@@ -65,7 +65,7 @@ func runScripts(ctx context.Context, e *env) error {
 		if err := w.end(ctx); err != nil {
 			return err
 		}
-		ev := w.delta.Cmds["evalsha"]
+		ev := w.delta.Scripts()
 		fd := float64(done)
 		t.Add(name, fmt.Sprint(calls), table.Float(fd/float64(calls), 1),
 			table.Float(float64(ev.Usec)/float64(max(ev.Calls, 1)), 1), table.Float(float64(ev.Usec)/fd, 2),
@@ -143,7 +143,7 @@ func runScripts(ctx context.Context, e *env) error {
 			return err
 		}
 	}
-	t.Note("evalsha µs: INFO commandstats usec of EVALSHA, the whole script including its redis.calls.")
+	t.Note("script µs: INFO commandstats usec of FCALL (and EVALSHA), the whole transition including its redis.calls.")
 	t.Note("server calls/job: INFO stats total_commands_processed growth per job (including in-script calls).")
 	t.Note("RTT: mean time of one driver call as the client saw it. An insert also pipelines one SADD.")
 	t.Note("Fetches here find no due scheduled job, no expired lease and no completed job past retention.")

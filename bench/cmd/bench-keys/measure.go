@@ -75,17 +75,12 @@ func (w *window) end(ctx context.Context) error {
 	return nil
 }
 
-// evalsha is the number of script calls in a delta (EVALSHA, and EVAL
-// fallbacks).
-func evalsha(s redisstat.Snap) int64 {
-	return s.Cmds["evalsha"].Calls + s.Cmds["eval"].Calls
-}
+// evalsha is the number of script and function calls in a delta.
+func evalsha(s redisstat.Snap) int64 { return s.Scripts().Calls }
 
-// scriptUsec is the server time of the script calls in a delta, their
-// redis.calls included.
-func scriptUsec(s redisstat.Snap) int64 {
-	return s.Cmds["evalsha"].Usec + s.Cmds["eval"].Usec
-}
+// scriptUsec is the server time of the script and function calls in a
+// delta, their redis.calls included.
+func scriptUsec(s redisstat.Snap) int64 { return s.Scripts().Usec }
 
 // maxTracker keeps the highest value it was shown.
 type maxTracker struct{ v atomic.Int64 }

@@ -216,3 +216,15 @@ func DeleteKeys(ctx context.Context, addr string, db int, pattern string) (int, 
 // maxScanRounds bounds DeleteKeys: 5000 slots a round, ample for the
 // millions of keys a run can leave.
 const maxScanRounds = 100000
+
+// Scripts sums the commandstats entries of script and function calls —
+// EVALSHA, EVAL and FCALL (Baton's job transitions run as functions) — the
+// commands they run inside included in Usec.
+func (s Snap) Scripts() CmdStat {
+	var c CmdStat
+	for _, name := range []string{"evalsha", "eval", "fcall"} {
+		c.Calls += s.Cmds[name].Calls
+		c.Usec += s.Cmds[name].Usec
+	}
+	return c
+}
