@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -31,13 +30,21 @@ type brokenArgs struct {
 
 func (brokenArgs) Kind() string { return "broken" }
 
-// keyedWorkload runs two clients of 8 workers on d's backend while jobs of
-// four keys of limit 1 are inserted about as fast as they run, so that
-// their parked queues fill and drain, and returns the
-// executions.
+// keyedWorkload runs two clients of 8 workers on the backend newDriver
+// opens, over rounds built to expose an uncounted promotion: each of four
+// keys of limit 1 gets a job that runs and one that parks; as soon as the
+// first ends (its finish promotes the second), each key gets a third job,
+// inserted while the promoted one runs. Counted, the third parks; not
+// counted, it is admitted beside the promoted one and both run at once.
+// It returns the executions.
 func keyedWorkload(t *testing.T, newDriver func() *Driver) []keycheck.Execution {
 	var mu sync.Mutex
 	var execs []keycheck.Execution
+	ended := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(execs)
+	}
 	opts := &baton.WorkerOpts{Concurrency: &baton.ConcurrencyOpts{
 		Key: baton.KeyOf(func(a brokenArgs) string { return a.Key }),
 	}}
@@ -46,7 +53,7 @@ func keyedWorkload(t *testing.T, newDriver func() *Driver) []keycheck.Execution 
 		workers := baton.NewWorkers()
 		baton.AddWorker(workers, baton.WorkFunc[brokenArgs](func(ctx context.Context, job *baton.Job[brokenArgs]) error {
 			e := keycheck.Execution{Job: job.ID, Key: job.Key, Fence: job.Fence, Start: lockcheck.Now()}
-			time.Sleep(time.Duration(4+rand.IntN(9)) * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 			e.End = lockcheck.Now()
 			mu.Lock()
 			execs = append(execs, e)
@@ -58,17 +65,24 @@ func keyedWorkload(t *testing.T, newDriver func() *Driver) []keycheck.Execution 
 		require.NoError(t, c.Start(context.Background()))
 		clients = append(clients, c)
 	}
-	const jobs = 400
-	for i := range jobs {
-		_, err := clients[0].Insert(t.Context(), brokenArgs{Key: fmt.Sprintf("k%d", i%4), N: i}, nil)
-		require.NoError(t, err)
-		time.Sleep(2 * time.Millisecond)
+	insert := func(round, n int) {
+		for k := range 4 {
+			_, err := clients[0].Insert(t.Context(), brokenArgs{Key: fmt.Sprintf("k%d", k), N: round*10 + n}, nil)
+			require.NoError(t, err)
+		}
 	}
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(execs) >= jobs
-	}, 20*time.Second, 10*time.Millisecond)
+	waitEnded := func(n int) {
+		require.Eventually(t, func() bool { return ended() >= n }, 10*time.Second, time.Millisecond)
+	}
+	const rounds = 8
+	for round := range rounds {
+		base := ended()
+		insert(round, 0) // runs
+		insert(round, 1) // parks
+		waitEnded(base + 4)
+		insert(round, 2) // while the promoted ones run
+		waitEnded(base + 12)
+	}
 	for _, c := range clients {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		require.NoError(t, c.Stop(ctx))

@@ -13,6 +13,9 @@ func TestCheckValid(t *testing.T) {
 		{Job: "c", Key: "k3", Fence: 5, Start: 0, End: 30},
 		{Job: "d", Key: "k3", Fence: 6, Start: 1, End: 30},
 		{Job: "e", Key: "k3", Fence: 7, Start: 2}, // killed, never ended
+		// Granted together, the later fence's handler ran first.
+		{Job: "f", Key: "k3", Fence: 9, Start: 40, End: 41},
+		{Job: "g", Key: "k3", Fence: 8, Start: 42, End: 43},
 	}
 	require.NoError(t, Check(execs, map[string]int{"k": 1, "k3": 3}))
 }
