@@ -29,7 +29,8 @@
 //   - Stop waits for running jobs, then returns those it had to cut off to
 //     their queue without counting the attempt.
 //   - Recurring schedules (Config.PeriodicJobs, with Cron or Every) insert
-//     each tick once, however many processes run them.
+//     each tick once, however many processes run them, and are registered
+//     in the backend for ScheduleList to list.
 //
 // Per-key concurrency limits for jobs are being built on this. Package
 // batonlock has Baton's fair, fenced, heartbeat-kept locks and semaphores,

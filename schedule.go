@@ -14,6 +14,9 @@ import (
 // Schedule says when a periodic job fires. Every process must compute the
 // same ticks from the same schedule, since a tick is fired once across all
 // of them: the schedules made here depend only on the time they are given.
+//
+// A Schedule that is a fmt.Stringer is listed with its String as its spec
+// (ScheduleList); those of Every and Cron are.
 type Schedule interface {
 	// Next returns the first tick strictly after t.
 	Next(t time.Time) time.Time
@@ -36,6 +39,12 @@ func (e every) Next(t time.Time) time.Time {
 	return t.Truncate(d).Add(d)
 }
 
+// String is "every " and the period, such as "every 15m0s": the spec the
+// schedule is listed with (ScheduleList).
+func (e every) String() string { return everyPrefix + time.Duration(e).String() }
+
+const everyPrefix = "every "
+
 // Cron parses a standard five-field cron expression (minute, hour, day of
 // month, month, day of week), or a descriptor such as "@hourly", in UTC
 // unless it starts with CRON_TZ=Zone. A bad spec is an error that says why.
@@ -44,14 +53,20 @@ func Cron(spec string) (Schedule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("baton: cron spec %q: %w", spec, err)
 	}
-	return cronSchedule{s}, nil
+	return cronSchedule{s, spec}, nil
 }
 
-type cronSchedule struct{ cron.Schedule }
+type cronSchedule struct {
+	cron.Schedule
+	spec string
+}
 
 func (c cronSchedule) Next(t time.Time) time.Time {
 	return c.Schedule.Next(t.UTC())
 }
+
+// String is the spec as given to Cron.
+func (c cronSchedule) String() string { return c.spec }
 
 // PeriodicJob is a job inserted on a schedule (seed S3: every 15 minutes,
 // fan out one job per user). Every started client with the job in its
@@ -62,6 +77,12 @@ func (c cronSchedule) Next(t time.Time) time.Time {
 // for; the schedule resumes with the next tick. A tick a running client
 // could not insert (the backend was unreachable) is retried until the
 // next tick, then given up.
+//
+// Started clients register their schedules in the backend, with their
+// specs, queues and kinds, for ScheduleList (and `baton schedules`) to
+// list: from the first tick on, and at once when a client starts if the
+// schedule was registered before. A schedule no running client has is
+// dropped from the list a week later.
 type PeriodicJob struct {
 	// Name identifies the schedule across processes and restarts; ticks are
 	// remembered under it (in the job's queue).
@@ -92,20 +113,19 @@ func checkPeriodic(jobs []*PeriodicJob) error {
 	return nil
 }
 
-// schedule fires one periodic job until the client stops.
-func (r *runner) schedule(p *PeriodicJob) {
+// schedule fires one periodic job until the client stops, and keeps it
+// registered in the backend (schedule_registry.go).
+func (r *runner) schedule(p *PeriodicJob, found *foundSchedules) {
 	defer r.loops.Done()
+	reg := r.newRegistration(p, found)
+	defer reg.refresh.Stop()
 	tick := p.Schedule.Next(time.Now())
 	for {
-		timer := time.NewTimer(time.Until(tick))
-		select {
-		case <-timer.C:
-		case <-r.fetchCtx.Done():
-			timer.Stop()
+		if !r.waitTick(reg, found, tick) {
 			return
 		}
 		next := p.Schedule.Next(tick)
-		r.fire(p, tick, next)
+		r.fire(p, reg, tick, next)
 		tick = next
 		// A slow insert (an outage) may have run past later ticks.
 		for now := time.Now(); !tick.After(now); tick = p.Schedule.Next(tick) {
@@ -114,8 +134,9 @@ func (r *runner) schedule(p *PeriodicJob) {
 }
 
 // fire inserts the job of one tick, once across every process, retrying
-// until the next tick.
-func (r *runner) fire(p *PeriodicJob, tick, next time.Time) {
+// until the next tick. The job's queue and kind are the schedule's
+// registration's.
+func (r *runner) fire(p *PeriodicJob, reg *registration, tick, next time.Time) {
 	log := r.log.With("periodic_job", p.Name, "tick", tick)
 	args, opts := p.Job(tick)
 	queue, ins, err := r.c.prepare(&InsertManyParams{Args: args, Opts: opts}, time.Now())
@@ -123,6 +144,7 @@ func (r *runner) fire(p *PeriodicJob, tick, next time.Time) {
 		log.Error("baton: periodic job cannot be inserted", "err", err)
 		return
 	}
+	r.learn(reg, queue, ins.Kind)
 	backoff := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithDeadline(r.fetchCtx, next)

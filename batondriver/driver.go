@@ -54,6 +54,13 @@ type LockDriver interface {
 	// order, and its limit. It changes nothing.
 	LockInspect(ctx context.Context, p *LockInspectParams) (*LockInspectResult, error)
 
+	// LockList lists the keys in use — with unexpired holders or waiters, or
+	// a limit override — a page at a time, each as LockInspect reports it.
+	// It reads an index of keys, never a scan of the backend; each key is
+	// inspected atomically, the page as a whole is no snapshot. A backend
+	// may prune idle keys from its index as it lists (LockListResult).
+	LockList(ctx context.Context, p *LockListParams) (*LockListResult, error)
+
 	// LockListen registers interest in grants made to Token on Key by
 	// another caller's transition. It must be called before Token joins the
 	// wait queue, so that no grant can be missed; when it returns, delivery

@@ -75,6 +75,18 @@ type JobDriver interface {
 	// QueuePause stops (or, with Resume, restarts) fetching from a queue for
 	// every process. Inserts continue; running jobs finish.
 	QueuePause(ctx context.Context, p *QueuePauseParams) error
+
+	// QueueScheduleRegister records a recurring schedule in a queue, or
+	// refreshes its record: Spec and Kind are replaced (but an empty Kind
+	// keeps the one recorded), SeenAt becomes now and ExpiresAt now + TTL;
+	// RegisteredAt is kept. Expired records of the queue are dropped in
+	// the same step. It does not make the queue listed by QueueList.
+	QueueScheduleRegister(ctx context.Context, p *QueueScheduleParams) error
+
+	// QueueScheduleList lists a queue's registered schedules, by name, each
+	// with the last tick inserted under its name; expired records are
+	// dropped first. A queue with none gives an empty list.
+	QueueScheduleList(ctx context.Context, p *QueueParams) (*QueueScheduleListResult, error)
 }
 
 // JobState is where a job is in its life.
@@ -295,6 +307,18 @@ type JobFinishParams struct {
 	Finished []*JobFinish
 	// Retention is how long completed jobs are kept; 0 deletes them at once.
 	Retention time.Duration
+	// Fetch, if set, leases up to Fetch.Max available jobs of the queue to
+	// the caller in the same step, after the outcomes are recorded and the
+	// freed key slots' parked jobs promoted, exactly as JobFetch would
+	// (nothing from a paused queue): a worker pool hands the workers that
+	// just freed up straight to the next jobs, without a fetch round trip.
+	Fetch *JobFinishFetch
+}
+
+// JobFinishFetch asks JobFinish to lease jobs too.
+type JobFinishFetch struct {
+	Max      int
+	LeaseTTL time.Duration
 }
 
 // JobFinish is the outcome of one leased attempt.
@@ -312,6 +336,8 @@ type JobFinishResult struct {
 	// Stale are the IDs whose leases were no longer held; their outcomes
 	// were not recorded.
 	Stale []string
+	// Jobs are the jobs leased by Fetch, in fetch order.
+	Jobs []*JobRow
 }
 
 // JobGetParams name one job.

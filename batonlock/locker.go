@@ -281,10 +281,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("batonlock: inspect %q: %w", key, err)
 	}
-	return &Info{
-		Key: key, Limit: res.Limit, Override: res.Override, LastFence: res.LastFence,
-		Holders: res.Holders, Waiters: res.Waiters, WaiterCount: res.WaiterCount,
-	}, nil
+	return newInfo(key, res), nil
 }
 
 // newToken returns 128 random bits, URL-safe.

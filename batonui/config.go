@@ -51,15 +51,19 @@ type Config struct {
 	// own origin. Default none.
 	TrustedOrigins []string
 
-	// Locker, if set, lets the locks page inspect standalone locks
-	// (package batonlock) by key. Default nil: no locks page content.
+	// Locker, if set, lets the locks page list the standalone lock keys in
+	// use (package batonlock), PageSize at a time, and inspect any by key.
+	// Default nil: no locks page content.
 	Locker *batonlock.Locker
 	// LockKeys are lock keys the locks page always shows. Needs Locker.
 	LockKeys []string
 
-	// PeriodicJobs are the schedules the schedules page shows. Baton has no
-	// API that lists the schedules of the running clients, so pass the
-	// same slice as their baton.Config.PeriodicJobs. Default none.
+	// PeriodicJobs are schedules the schedules page shows besides those the
+	// running clients registered in the backend (Client.ScheduleList): the
+	// ones given here that are not registered, such as a schedule before
+	// its first tick, are listed apart with their next ticks. Optional;
+	// pass the same slice as the clients' baton.Config.PeriodicJobs.
+	// Default none.
 	PeriodicJobs []*baton.PeriodicJob
 
 	// RefreshInterval is how often open pages update themselves (with a

@@ -43,14 +43,18 @@
 // page shows its holders with their fences and leases, and forms to set its
 // limit, halt it (limit 0) and reset it to the kinds' default. A key
 // travels in the query (?key=), so it may hold any bytes. The dead page
-// lists dead and cancelled jobs per queue. The locks page inspects
-// batonlock keys (Config.Locker), and the schedules page shows the periodic
-// jobs given in Config.PeriodicJobs, since no API lists the running ones.
+// lists dead and cancelled jobs per queue. The locks page lists the
+// batonlock keys in use with their limits, holders, waiters and last fence
+// (Locker.List), and inspects any key by name (Config.Locker); the
+// schedules page lists the recurring schedules the running clients
+// registered (Client.ScheduleList)
+// with their queue, kind, spec, last and next tick, and those given in
+// Config.PeriodicJobs that are not registered yet.
 // Pages update themselves every Config.RefreshInterval with a small script,
 // or a meta refresh where JavaScript is off; everything reads without
 // JavaScript.
 //
-// The dashboard uses only the client's admin API and Locker.Inspect, and
-// works on every backend. Package baton does not import it: a program
-// that does not mount it does not compile it.
+// The dashboard uses only the client's admin API, Locker.List and
+// Locker.Inspect, and works on every backend. Package baton does not
+// import it: a program that does not mount it does not compile it.
 package batonui

@@ -399,17 +399,29 @@ type locksData struct {
 	Query      string
 	Looked     *lockView
 	Watched    []*lockView
+	// InUse is a page of the keys in use (locks.go); ListErr says why
+	// there is none.
+	InUse   []lockRow
+	Pager   pager
+	ListErr string
 }
 
 // maxWaitersShown bounds the waiters a lock shows.
 const maxWaitersShown = 20
 
-// locks inspects standalone locks by key. It never shows holders' tokens:
-// a token is what releases or extends a lease.
+// locks lists the standalone lock keys in use, a page at a time, and
+// inspects keys by name. It never shows holders' tokens: a token is what
+// releases or extends a lease.
 func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 	h.sampleIfDue(r.Context())
 	d := &locksData{Configured: h.cfg.Locker != nil, Query: r.URL.Query().Get("key")}
+	page, err := pageParam(r)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
 	if d.Configured {
+		h.listLocks(r, d, page)
 		for _, k := range h.cfg.LockKeys {
 			d.Watched = append(d.Watched, h.inspect(r.Context(), k))
 		}
@@ -430,37 +442,49 @@ func (h *handler) inspect(ctx context.Context, key string) *lockView {
 		v.Err = err.Error()
 		return v
 	}
-	now := h.now()
-	v.Limit, v.Override, v.LastFence, v.WaiterCount = info.Limit, info.Override, info.LastFence, info.WaiterCount
-	for _, ho := range info.Holders {
-		v.Holders = append(v.Holders, lockHolder{Fence: ho.Fence, Until: now.Add(ho.TTL)})
-	}
-	for i, wt := range info.Waiters {
-		if i == maxWaitersShown {
-			break
-		}
-		v.Waiters = append(v.Waiters, now.Add(wt.TTL))
-	}
-	return v
+	return h.newLockView(info)
+}
+
+// schedulesData is the schedules page: the schedules registered in the
+// backend, then those of Config.PeriodicJobs that are not (yet).
+type schedulesData struct {
+	Registered []*baton.ScheduleInfo
+	Configured []scheduleView
 }
 
 type scheduleView struct {
 	Name string
+	Spec string // "" if the Schedule has no String
 	Next []time.Time
 }
 
 func (h *handler) schedules(w http.ResponseWriter, r *http.Request) {
 	h.sampleIfDue(r.Context())
+	list, err := h.client.ScheduleList(r.Context())
+	if err != nil {
+		h.backendError(w, r, err)
+		return
+	}
+	d := &schedulesData{Registered: list}
+	registered := map[string]bool{}
+	for _, s := range list {
+		registered[s.Name] = true
+	}
 	now := h.now()
-	var d []scheduleView
 	for _, p := range h.cfg.PeriodicJobs {
+		if registered[p.Name] {
+			continue
+		}
 		v := scheduleView{Name: p.Name}
+		if s, ok := p.Schedule.(fmt.Stringer); ok {
+			v.Spec = s.String()
+		}
 		t := now
 		for range 3 {
 			t = p.Schedule.Next(t)
 			v.Next = append(v.Next, t)
 		}
-		d = append(d, v)
+		d.Configured = append(d.Configured, v)
 	}
 	h.render(w, r, http.StatusOK, "schedules", &view{Title: "Schedules", Nav: "schedules", Data: d})
 }

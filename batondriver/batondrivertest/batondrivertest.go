@@ -16,9 +16,11 @@ import (
 
 // Exercise runs the suite. newDriver is called once per test and may return
 // drivers sharing one backend: every test uses keys of its own. Tests run in
-// parallel.
+// parallel. LockList lists a whole namespace, so each driver newDriver
+// returns must have one of its own (a Redis prefix, a memory driver).
 func Exercise(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver) {
 	t.Run("Lock", func(t *testing.T) { exerciseLocks(t, newDriver) })
+	t.Run("LockList", func(t *testing.T) { exerciseLockList(t, newDriver) })
 }
 
 // ExerciseJobs runs the job suite, with per-key concurrency and uniqueness
@@ -31,6 +33,7 @@ func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 	t.Run("Job", func(t *testing.T) { exerciseJobs(t, newDriver) })
 	t.Run("Key", func(t *testing.T) { exerciseKeys(t, newDriver) })
 	t.Run("Unique", func(t *testing.T) { exerciseUnique(t, newDriver) })
+	t.Run("Schedule", func(t *testing.T) { exerciseSchedules(t, newDriver) })
 }
 
 // uniqueKey returns a key no other test uses, with odd bytes in it, so that

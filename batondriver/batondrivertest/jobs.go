@@ -734,6 +734,48 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.counts(0, 0, 0, 0, 0, 1)
 	})
 
+	t.Run("FinishFetch", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insert(newJob(), newJob(), newJob(), keyJob(key("k"), 1), keyJob(key("k"), 1))
+		first := f.fetch(4).Jobs
+		require.Len(t, first, 4, "three plain jobs and the key's holder; its twin is parked")
+		finishFetch := func(max int, fs ...*batondriver.JobFinish) *batondriver.JobFinishResult {
+			t.Helper()
+			res, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Finished: fs,
+				Retention: time.Hour, Fetch: &batondriver.JobFinishFetch{Max: max, LeaseTTL: time.Minute}})
+			require.NoError(t, err)
+			return res
+		}
+		// Finishing the key's holder promotes its twin, which the same call
+		// leases to the caller, with the next fence.
+		res := finishFetch(5, outcome(first[3], batondriver.JobOutcomeCompleted, "", time.Time{}))
+		require.Empty(t, res.Stale)
+		require.Len(t, res.Jobs, 1)
+		twin := res.Jobs[0]
+		require.Equal(t, batondriver.JobStateRunning, twin.State)
+		require.Equal(t, 1, twin.Attempt)
+		require.NotEmpty(t, twin.Lease)
+		require.Greater(t, twin.Fence, first[3].Fence)
+		requireNear(t, time.Now().Add(time.Minute), twin.LeaseUntil, clockSlack)
+		require.Equal(t, batondriver.JobStateRunning, f.get(twin.ID).State)
+		// A stale outcome is reported and still lets the call lease.
+		f.insert(newJob(), newJob())
+		res = finishFetch(1, outcome(first[3], batondriver.JobOutcomeCompleted, "", time.Time{}),
+			outcome(first[0], batondriver.JobOutcomeCompleted, "", time.Time{}))
+		require.Equal(t, []string{first[3].ID}, res.Stale)
+		require.Len(t, res.Jobs, 1, "Max bounds the jobs leased")
+		// Nothing from a paused queue.
+		f.pause(false)
+		res = finishFetch(5, outcome(first[1], batondriver.JobOutcomeCompleted, "", time.Time{}))
+		require.Empty(t, res.Jobs)
+		f.pause(true)
+		res = finishFetch(5, outcome(first[2], batondriver.JobOutcomeCompleted, "", time.Time{}))
+		require.Len(t, res.Jobs, 1)
+		_, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue,
+			Fetch: &batondriver.JobFinishFetch{Max: 0, LeaseTTL: time.Minute}})
+		require.ErrorIs(t, err, batondriver.ErrBadParams)
+	})
+
 	t.Run("FinishBatch", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		f.insert(newJob(), newJob(), newJob(), newJob())

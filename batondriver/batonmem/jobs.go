@@ -65,6 +65,8 @@ type queueState struct {
 	paused  bool
 	once    map[string]time.Time // recurring schedule name -> last tick inserted
 	dropped int64                // jobs ever dropped
+	// schedules are the registered recurring schedules (schedules.go).
+	schedules map[string]*batondriver.QueueSchedule
 
 	keys   map[string]*jobKey // every concurrency key ever used
 	active map[string]*jobKey // the keys with holders, parked jobs or an override
@@ -296,7 +298,7 @@ func (s *jobStore) queue(name string) *queueState {
 // tidy forgets a queue that never had a job once nothing else is kept for
 // it. s.mu must be held.
 func (s *jobStore) tidy(name string, q *queueState) {
-	if !q.used && !q.paused && q.waiters.Len() == 0 && len(q.jobs) == 0 && len(q.keys) == 0 {
+	if !q.used && !q.paused && q.waiters.Len() == 0 && len(q.jobs) == 0 && len(q.keys) == 0 && len(q.schedules) == 0 {
 		delete(s.queues, name)
 	}
 }
@@ -568,14 +570,32 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 		return res, nil
 	}
 
+	res.Jobs = q.lease(p.Max, p.LeaseTTL, now)
 	available := q.states[batondriver.JobStateAvailable]
-	for len(res.Jobs) < p.Max && available.Len() > 0 {
+	if len(res.Jobs) < p.Max {
+		q.tokens = 0
+	} else {
+		res.More = available.Len() > 0
+		if made > 0 {
+			q.wake(min(made, available.Len()))
+		}
+	}
+	return res, nil
+}
+
+// lease leases up to max available jobs, in fetch order, for ttl from now:
+// the attempt counted, a fresh lease, a keyed job's next fence, unique
+// claims taken (running scope) or given up (queued scope).
+func (q *queueState) lease(max int, ttl time.Duration, now time.Time) []*batondriver.JobRow {
+	var out []*batondriver.JobRow
+	available := q.states[batondriver.JobStateAvailable]
+	for len(out) < max && available.Len() > 0 {
 		j := available.first()
 		q.remove(j)
 		j.row.Attempt++
 		j.row.AttemptedAt = now
 		j.row.Lease = newLease()
-		j.row.LeaseUntil = now.Add(p.LeaseTTL)
+		j.row.LeaseUntil = now.Add(ttl)
 		if j.row.Key != "" {
 			j.row.Fence = q.keys[j.row.Key].nextFence(now)
 		}
@@ -586,17 +606,9 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 			q.unclaim(j)
 		}
 		q.add(j, batondriver.JobStateRunning)
-		res.Jobs = append(res.Jobs, j.copyRow())
+		out = append(out, j.copyRow())
 	}
-	if len(res.Jobs) < p.Max {
-		q.tokens = 0
-	} else {
-		res.More = available.Len() > 0
-		if made > 0 {
-			q.wake(min(made, available.Len()))
-		}
-	}
-	return res, nil
+	return out
 }
 
 // sweep removes up to fetchBatch jobs that ended in state st more than
@@ -711,6 +723,9 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 	if p.Retention < 0 {
 		return nil, badParams("negative Retention %v", p.Retention)
 	}
+	if f := p.Fetch; f != nil && (f.Max < 1 || f.LeaseTTL < time.Millisecond) {
+		return nil, badParams("finish Fetch.Max %d (at least 1), Fetch.LeaseTTL %v (at least 1ms)", f.Max, f.LeaseTTL)
+	}
 	for i, f := range p.Finished {
 		if f == nil {
 			return nil, badParams("outcome #%d is nil", i)
@@ -782,6 +797,13 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 			if q.schedule(j, f.RunAt, now) {
 				woken++
 			}
+		}
+	}
+	if p.Fetch != nil && q != nil && !q.paused {
+		res.Jobs = q.lease(p.Fetch.Max, p.Fetch.LeaseTTL, now)
+		woken = min(woken, q.states[batondriver.JobStateAvailable].Len())
+		if len(res.Jobs) < p.Fetch.Max {
+			woken = 0
 		}
 	}
 	if woken > 0 {

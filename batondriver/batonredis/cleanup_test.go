@@ -32,7 +32,9 @@ func cleanupSetup(t *testing.T) (rueidis.Client, *Driver, *batonlock.Locker) {
 	return client, d, l
 }
 
-// cleanupKeys lists every key under the driver's prefix with SCAN.
+// cleanupKeys lists every key under the driver's prefix with SCAN, but the
+// index of lock keys, which is no lock's own: LockList prunes idle keys
+// from it ("released" checks).
 func cleanupKeys(t *testing.T, client rueidis.Client, d *Driver) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -47,6 +49,7 @@ func cleanupKeys(t *testing.T, client rueidis.Client, d *Driver) []string {
 			break
 		}
 	}
+	keys = slices.DeleteFunc(keys, func(k string) bool { return k == d.locksKey() })
 	slices.Sort(keys)
 	return slices.Compact(keys)
 }
@@ -139,6 +142,13 @@ func TestIdleKeyCleanup(t *testing.T) {
 		require.NoError(t, err)
 		lastFence := strconv.FormatUint(leases[len(leases)-1].Fence(), 10)
 		require.Equal(t, map[string]string{"fence": lastFence, "seq": "2", "dlimit": "3"}, fields)
+		// The idle key stays in the index of lock keys until a listing.
+		require.Equal(t, []string{key}, indexed(t, client, d))
+		list, err := d.LockList(ctx, &batondriver.LockListParams{})
+		require.NoError(t, err)
+		require.Empty(t, list.Keys)
+		require.Zero(t, list.Total)
+		require.Empty(t, indexed(t, client, d))
 
 		// The cost of an idle key, for the docs.
 		for _, k := range []string{key, strings.Repeat("k", 64)} {

@@ -40,6 +40,15 @@ type Config struct {
 	// contended key does not cost a subscription round trip per wait.
 	// Default 30s.
 	ListenerLinger time.Duration
+
+	// NoLockIndex stops this instance from adding the lock keys it uses to
+	// the index that LockList reads (P:locks). Default false: each key
+	// costs an entry of about 110 bytes there until a listing finds it idle
+	// and removes it, and an extra command, pipelined, at its first use and
+	// then at most once every 30s. Set it for processes that lock many
+	// short-lived keys on a Redis nobody lists; their keys are then listed
+	// only if another instance added them.
+	NoLockIndex bool
 }
 
 // Driver is a batondriver.Driver on Redis. It is safe for concurrent use.
@@ -51,7 +60,9 @@ type Driver struct {
 	id      string // names this instance's grant channels
 	scripts *scripts
 
-	queuesSeen sync.Map // queue names this instance added to the set of queues
+	queuesSeen sync.Map   // queue names this instance added to the set of queues
+	locksSeen  recentKeys // lock keys this instance added to the index lately (lockindex.go)
+	noIndex    bool       // Config.NoLockIndex
 
 	mu     sync.Mutex
 	subs   map[string]*subscription // by channel
@@ -94,6 +105,7 @@ func New(client rueidis.Client, cfg *Config) (*Driver, error) {
 		id:      hex.EncodeToString(id[:]),
 		scripts: defaultScripts,
 		subs:    make(map[string]*subscription),
+		noIndex: cfg.NoLockIndex,
 	}, nil
 }
 
@@ -132,7 +144,7 @@ func (d *Driver) acquire(ctx context.Context, p *batondriver.LockAcquireParams, 
 	}
 	k := d.lockKeys(p.Key)
 	args := append([]string{p.Token, ms(p.TTL), itoa(p.Limit), mode, ms(p.WaitTTL), k.channel, d.id}, extra...)
-	v, err := d.run(ctx, script, "acquire", p.Key, k.keys, args...)
+	v, err := d.runIndexed(ctx, script, "acquire", p.Key, k.keys, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +187,7 @@ func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams
 		return nil, fmt.Errorf("%w: TTL %v, Fence %d", batondriver.ErrBadParams, p.TTL, p.Fence)
 	}
 	k := d.lockKeys(p.Key)
-	v, err := d.run(ctx, d.scripts.extend, "extend", p.Key, k.keys,
+	v, err := d.runIndexed(ctx, d.scripts.extend, "extend", p.Key, k.keys,
 		utoa(p.Fence)+":"+p.Token, ms(p.TTL), k.channel)
 	if err != nil {
 		return nil, err
@@ -199,7 +211,14 @@ func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitPa
 		limit = itoa(p.Limit)
 	}
 	k := d.lockKeys(p.Key)
-	resp := d.scripts.setLimit.Exec(ctx, d.client, k.keys, []string{limit, k.channel})
+	var resp rueidis.RedisResult
+	if p.Reset {
+		resp = d.scripts.setLimit.Exec(ctx, d.client, k.keys, []string{limit, k.channel})
+	} else {
+		// An override keeps the key listed: add it even if this instance
+		// did lately, since a listing may have pruned it while idle.
+		resp = d.execIndexed(ctx, d.scripts.setLimit, p.Key, k.keys, []string{limit, k.channel}, true)
+	}
 	n, err := resp.AsInt64()
 	if err != nil {
 		return nil, fmt.Errorf("batonredis: set limit of %q: %w", p.Key, err)
@@ -221,8 +240,13 @@ func (d *Driver) LockInspect(ctx context.Context, p *batondriver.LockInspectPara
 	if err != nil {
 		return nil, fmt.Errorf("batonredis: inspect %q: %w", p.Key, err)
 	}
+	return inspectResult(p.Key, arr)
+}
+
+// inspectResult converts inspect.lua's reply.
+func inspectResult(key string, arr []rueidis.RedisMessage) (*batondriver.LockInspectResult, error) {
 	if len(arr) != 7 {
-		return nil, fmt.Errorf("batonredis: inspect %q: unexpected reply of %d elements", p.Key, len(arr))
+		return nil, fmt.Errorf("batonredis: inspect %q: unexpected reply of %d elements", key, len(arr))
 	}
 	now, _ := arr[0].AsInt64()
 	res := &batondriver.LockInspectResult{Now: time.UnixMilli(now)}

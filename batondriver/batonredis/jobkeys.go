@@ -28,6 +28,7 @@ import (
 //	P:queue:{Q}:key:K:h            set: holders of concurrency key K (available and running job IDs)
 //	P:queue:{Q}:key:K:p            list: parked job IDs of K, head first
 //	P:queue:{Q}:key:K:m            hash: def (default limit), limit (override), fence (kept forever)
+//	P:queue:{Q}:schedules          hash: registered recurring schedule name -> JSON record (schedules.go)
 //	P:queues                       set: every queue name ever inserted into (kept forever)
 //
 // A concurrency key K is any string of 1 to 512 bytes, used as it is: the
@@ -105,6 +106,14 @@ func (k queueKeys) withJobs(ids ...string) []string {
 		keys = append(keys, k.job(id))
 	}
 	return keys
+}
+
+// withSchedules returns the queue keys followed by the queue's schedules
+// hash, for the schedule scripts (KEYS[17]).
+func (k queueKeys) withSchedules() []string {
+	keys := make([]string, 0, numQueueKeys+1)
+	keys = append(keys, k.keys...)
+	return append(keys, k.base+"schedules")
 }
 
 // queuesKey is the set of queue names.

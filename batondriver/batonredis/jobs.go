@@ -384,12 +384,19 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 	if p.Retention < 0 {
 		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Retention %v", batondriver.ErrBadParams, p.Retention))
 	}
+	fetchMax, fetchTTL, leases := 0, time.Duration(0), ""
+	if f := p.Fetch; f != nil {
+		if f.Max < 1 || f.LeaseTTL < time.Millisecond {
+			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Fetch.Max %d, Fetch.LeaseTTL %v", batondriver.ErrBadParams, f.Max, f.LeaseTTL))
+		}
+		fetchMax, fetchTTL, leases = f.Max, f.LeaseTTL, newLeases(f.Max)
+	}
 	if len(p.Finished) == 0 {
 		return &batondriver.JobFinishResult{}, nil
 	}
 	ids := make([]string, len(p.Finished))
-	args := make([]string, 0, 1+5*len(p.Finished))
-	args = append(args, ms(p.Retention))
+	args := make([]string, 0, 4+5*len(p.Finished))
+	args = append(args, ms(p.Retention), itoa(fetchMax), ms(fetchTTL), leases)
 	for i, f := range p.Finished {
 		if f == nil || f.ID == "" || f.Lease == "" {
 			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: outcome #%d: nil, or empty ID or lease", batondriver.ErrBadParams, i))
@@ -403,13 +410,27 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		ids[i] = f.ID
 		args = append(args, f.ID, f.Lease, string(f.Outcome), f.Error, strconv.FormatInt(runAtMS(f.RunAt), 10))
 	}
-	v, err := d.scripts.jobFinish.Exec(ctx, d.client, d.queueKeys(p.Queue).withJobs(ids...), args).AsIntSlice()
+	arr, err := d.scripts.jobFinish.Exec(ctx, d.client, d.queueKeys(p.Queue).withJobs(ids...), args).ToArray()
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
+	nStale := int64(-1)
+	if len(arr) > 0 {
+		nStale, _ = arr[0].AsInt64()
+	}
+	if nStale < 0 || int(nStale) > len(arr)-1 || (len(arr)-1-int(nStale))%2 != 0 {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
+	}
 	res := &batondriver.JobFinishResult{}
-	for _, i := range v {
+	for _, m := range arr[1 : 1+nStale] {
+		i, err := m.AsInt64()
+		if err != nil || i < 1 || int(i) > len(ids) {
+			return nil, jobErr(op, p.Queue, fmt.Errorf("bad stale index in reply"))
+		}
 		res.Stale = append(res.Stale, ids[i-1])
+	}
+	if res.Jobs, err = rows(p.Queue, arr[1+nStale:]); err != nil {
+		return nil, jobErr(op, p.Queue, err)
 	}
 	return res, nil
 }

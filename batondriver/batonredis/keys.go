@@ -16,6 +16,14 @@ import (
 //	P:lock:{enc(K)}:i    hash: waiter token -> "ttl_ms|listener ID"
 //	P:lock:{enc(K)}:c    hash: fence and seq counters, limit override, default limit (kept forever)
 //	P:lock:{enc(K)}:n:ID shard channel: grant notices for waiters of driver instance ID
+//
+// and every lock key in use is a member K (its raw bytes) of
+//
+//	P:locks              sorted set: the lock key index, every score 0 (lockindex.go)
+
+// locksKey is the index of lock keys. It has no hash tag of a lock key, so
+// no lock script touches it.
+func (d *Driver) locksKey() string { return d.prefix + ":locks" }
 
 // lockKeys are the keys of one lock, in the order the scripts expect them.
 type lockKeys struct {

@@ -71,6 +71,12 @@ var luaKeyGet string
 //go:embed lua/key_list.lua
 var luaKeyList string
 
+//go:embed lua/schedule_register.lua
+var luaScheduleRegister string
+
+//go:embed lua/schedule_list.lua
+var luaScheduleList string
+
 // scripts holds the compiled transitions. Tests swap single scripts for
 // deliberately broken variants to show that the checkers catch them.
 type scripts struct {
@@ -81,6 +87,7 @@ type scripts struct {
 	jobInsert, jobFetch, jobExtend, jobFinish, jobRetry *jobFunc
 	jobDelete, jobPause, jobList, jobStats              *jobFunc
 	keySetLimit, keyGet, keyList                        *jobFunc
+	scheduleRegister, scheduleList                      *jobFunc
 }
 
 // newScripts compiles the scripts, the job transitions with jobLib as their
@@ -95,6 +102,7 @@ func newScripts(jobLib string) *scripts {
 		"job_finish": luaJobFinish, "job_retry": luaJobRetry, "job_delete": luaJobDelete,
 		"job_pause": luaJobPause, "job_list": luaJobList, "job_stats": luaJobStats,
 		"key_setlimit": luaKeySetLimit, "key_get": luaKeyGet, "key_list": luaKeyList,
+		"schedule_register": luaScheduleRegister, "schedule_list": luaScheduleList,
 	})
 	return &scripts{
 		acquire:  compile(luaAcquire),
@@ -109,11 +117,13 @@ func newScripts(jobLib string) *scripts {
 		jobFinish: f["job_finish"], jobRetry: f["job_retry"], jobDelete: f["job_delete"],
 		jobPause: f["job_pause"], jobList: f["job_list"], jobStats: f["job_stats"],
 		keySetLimit: f["key_setlimit"], keyGet: f["key_get"], keyList: f["key_list"],
+		scheduleRegister: f["schedule_register"], scheduleList: f["schedule_list"],
 	}
 }
 
 func compile(body string) *rueidis.Lua {
-	return rueidis.NewLuaScript(luaLib + "\n" + body)
+	src := luaLib + "\n" + body
+	return registerScript(rueidis.NewLuaScript(src), src)
 }
 
 var defaultScripts = newScripts(luaJobLib)

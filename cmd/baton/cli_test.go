@@ -46,6 +46,7 @@ func TestCLI(t *testing.T) {
 		"PauseResume":    testPauseResume,
 		"Dead":           testDead,
 		"Locks":          testLocks,
+		"LocksList":      testLocksList,
 		"Keys":           testKeys,
 		"KeyLimits":      testKeyLimits,
 		"KeyBadInput":    testKeyBadInput,
@@ -53,7 +54,7 @@ func TestCLI(t *testing.T) {
 		"Environment":    testEnvironment,
 		"BadInput":       testBadInput,
 		"Unreachable":    testUnreachable,
-		"NotAvailable":   testNotAvailable,
+		"Schedules":      testSchedules,
 		"Cluster":        testCluster,
 		"TLS":            testTLS,
 		"Demo":           testDemo,
@@ -434,7 +435,6 @@ func testLocks(t *testing.T, bin string) {
 	r = f.run("locks", "show", "never:used")
 	require.Equal(t, exitNotFound, r.code)
 	require.Contains(t, r.stderr, `lock key "never:used" not found`)
-	require.Equal(t, exitUsage, f.run("locks", "list").code, "no backend can list lock keys yet")
 }
 
 func testEnvironment(t *testing.T, bin string) {
@@ -533,15 +533,6 @@ func testUnreachable(t *testing.T, bin string) {
 	require.Equal(t, exitUnreachable, r.code, r.stderr)
 	require.Contains(t, r.stderr, "no answer within 300ms")
 	require.Less(t, time.Since(start), 5*time.Second)
-}
-
-func testNotAvailable(t *testing.T, bin string) {
-	r := cli(t, bin, nil, "schedules")
-	require.Equal(t, exitUnavailable, r.code)
-	require.Contains(t, r.stderr, "recurring schedules cannot be listed")
-	r = cli(t, bin, nil, "schedules", "--help")
-	require.Equal(t, exitOK, r.code)
-	require.Contains(t, r.stdout, "Not available (exit code 5)")
 }
 
 func testCluster(t *testing.T, bin string) {

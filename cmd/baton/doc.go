@@ -26,8 +26,11 @@
 //	baton limit set QUEUE KEY N [--new-key]
 //	                                     set a key's limit for every process; 0 halts it
 //	baton limit reset QUEUE KEY          remove that override: the jobs' default applies
+//	baton locks list [--limit N] [--offset N] [--all]
+//	                                     the standalone lock keys in use, by name
 //	baton locks show KEY                 a standalone lock's limit, holders and waiters
-//	baton schedules                      not available: see its help
+//	baton schedules [-q QUEUE]           the recurring schedules the clients registered: queue,
+//	                                     kind, spec, last tick, next tick, when last seen
 //	baton dash [--addr A] [--writable]   serve the dashboard (batonui) until interrupted
 //	baton demo [--redis URL] [--dash]    a few hundred jobs, every guarantee checked (in memory
 //	                                     without --redis); baton demo locks: the lock demonstration
@@ -70,7 +73,22 @@
 // --new-key (to halt or limit a key before its first job). The limit N is a
 // whole number from 0; anything else is bad usage (exit code 2).
 //
-// Not there yet: `locks list` (no backend keeps an index of lock keys).
+// `locks list` shows the standalone lock keys in use — with holders, waiters
+// or a limit set at runtime — in byte order, from the index of lock keys the
+// processes keep as they lock (PREFIX:locks), not from a scan; the listing
+// removes the idle keys it meets from it. `locks show` reads any one key.
+//
+// # Schedules
+//
+// The recurring schedules live in the applications' Config.PeriodicJobs;
+// started clients register them in the backend, in the queue their jobs go
+// to, and `schedules` lists those registrations. A client registers a
+// schedule at its first tick, and at once when it starts if the schedule
+// was registered before; it renews it every 5 minutes, so SEEN older than
+// that means no running client has the schedule. A registration nobody
+// renewed for a week is dropped. NEXT TICK is computed from the spec
+// ("every 15m0s" or a cron spec); it is "-" for a schedule type of the
+// application's own.
 //
 // # Connecting
 //
@@ -101,7 +119,7 @@
 //	2  bad usage: unknown command or flag, bad number, bad URL, missing argument
 //	3  not found: no such queue, job or lock key, or a concurrency key never used
 //	4  backend unreachable: cannot connect to Redis, or it did not answer in time
-//	5  not available: the command exists but cannot work yet (schedules)
+//	5  not available: the command exists but cannot work yet (none at present)
 //
 // `baton demo` keeps its own codes: 0 if every guarantee held, 1 otherwise
 // (including a bad or unreachable --redis), 2 for a bad flag.

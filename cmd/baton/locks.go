@@ -2,26 +2,27 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/batonlock"
 )
 
-// `baton locks list` is missing on purpose: no backend can list lock keys
-// yet (it would need an index of keys in use, which batonredis does not
-// keep). Add it here when batondriver has a LockList.
-
 func newLocksCmd(a *app) *cobra.Command {
-	return group("locks", "Inspect standalone locks (package batonlock)", a.locksShowCmd())
+	return group("locks", "List and inspect standalone locks (package batonlock)", a.locksListCmd(), a.locksShowCmd())
 }
 
-// lockOut is a lock key as `locks show` prints it.
+// lockOut is a lock key as `locks show` and `locks list` print it.
 type lockOut struct {
 	Key string `json:"key"`
+	// KeyBase64 is the key's bytes when they are not valid UTF-8, which a
+	// JSON string cannot carry exactly.
+	KeyBase64 string `json:"key_base64,omitempty"`
 	// Limit is the key's number of slots; Override says it was set with
 	// SetLimit (0 then halts the key) rather than by the last acquirer.
 	Limit       int         `json:"limit"`
@@ -76,6 +77,9 @@ func toLockOut(info *batonlock.Info) *lockOut {
 	}
 	for _, w := range info.Waiters {
 		out.Waiters = append(out.Waiters, waiterOut{Token: w.Token, TTLMillis: w.TTL.Milliseconds()})
+	}
+	if !utf8.ValidString(info.Key) {
+		out.KeyBase64 = base64.StdEncoding.EncodeToString([]byte(info.Key))
 	}
 	return out
 }

@@ -155,38 +155,10 @@ if redis.call('HGET', M, 'paused') == '1' then
 end
 
 local out = {now, 0, #expired, next_run_at, 0}
-local popped = redis.call('ZPOPMIN', A, max)
-local running, ids = {}, {} -- ids: members of T
-local until_ = now + ttl
-local suntil = int(until_)
-for i = 1, #popped, 2 do
-  local id = popped[i]
-  local key = J .. id
-  local v = load_job(key)
-  if v then
-    local k = (i - 1) / 2 -- 0-based: popped holds IDs and scores
-    local attempt, lease = int(tonumber(v[FI.attempt]) + 1), string.sub(ARGV[4], k * LEASE_LEN + 1, (k + 1) * LEASE_LEN)
-    local t = {'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', lease, 'lease_until', suntil}
-    if v[FI.key] and v[FI.key] ~= '' then put(t, 'fence', int(next_fence(v[FI.key], now))) end
-    if v[FI.uscope] == 'running' then
-      claim(v[FI.ukey], id, 0)
-    elseif v[FI.uscope] == 'queued' then
-      unclaim(v[FI.ukey], id)
-    end
-    update(key, v, t)
-    running[#running + 1] = until_
-    running[#running + 1] = id
-    push_job(out, id, v)
-  end
-  ids[#ids + 1] = t_member(id, tonumber(popped[i + 1]))
-end
-zadd(R, running)
-chunked('ZREM', T, ids)
-
-if #popped < 2 * max then
+local n, left = lease(out, max, ttl, ARGV[4], now)
+if n < max then
   redis.call('DEL', W)
 else
-  local left = redis.call('ZCARD', A)
   if left > 0 then out[5] = 1 end
   if made > 0 then wake(math.min(made, left)) end
 end

@@ -414,3 +414,44 @@ local function key_info(k, holders)
   out[5] = running
   return out
 end
+
+-- Lease up to max available jobs, in fetch order (priority, then arrival),
+-- to the caller: each gets the next LEASE_LEN characters of leases as its
+-- lease, lasting ttl ms from now, its attempt counted, and, if keyed, its
+-- key's next fencing token; a job unique while running claims its unique
+-- key, one unique while queued gives it up. Appends each job's ID and
+-- fields to out. Returns how many jobs were taken and, if that is max, how
+-- many are left available (else 0).
+local function lease(out, max, ttl, leases, now)
+  local popped = redis.call('ZPOPMIN', A, max)
+  local running, ids = {}, {} -- ids: members of T
+  local snow = int(now)
+  local until_ = now + ttl
+  local suntil = int(until_)
+  for i = 1, #popped, 2 do
+    local id = popped[i]
+    local key = J .. id
+    local v = load_job(key)
+    if v then
+      local k = (i - 1) / 2 -- 0-based: popped holds IDs and scores
+      local attempt, l = int(tonumber(v[FI.attempt]) + 1), string.sub(leases, k * LEASE_LEN + 1, (k + 1) * LEASE_LEN)
+      local t = {'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l, 'lease_until', suntil}
+      if v[FI.key] and v[FI.key] ~= '' then put(t, 'fence', int(next_fence(v[FI.key], now))) end
+      if v[FI.uscope] == 'running' then
+        claim(v[FI.ukey], id, 0)
+      elseif v[FI.uscope] == 'queued' then
+        unclaim(v[FI.ukey], id)
+      end
+      update(key, v, t)
+      running[#running + 1] = until_
+      running[#running + 1] = id
+      push_job(out, id, v)
+    end
+    ids[#ids + 1] = t_member(id, tonumber(popped[i + 1]))
+  end
+  zadd(R, running)
+  chunked('ZREM', T, ids)
+  local n, left = #popped / 2, 0
+  if n == max then left = redis.call('ZCARD', A) end
+  return n, left
+end

@@ -1,0 +1,65 @@
+package batonmem
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// LockList implements batondriver.LockDriver. The shards are its index: it
+// collects the keys in use from every shard, one shard locked at a time, so
+// a call costs O(keys ever locked); Total is exact and nothing is pruned.
+func (d *Driver) LockList(ctx context.Context, p *batondriver.LockListParams) (*batondriver.LockListResult, error) {
+	if p.Limit < 0 || p.Limit > maxListLimit || p.Offset < 0 {
+		return nil, fmt.Errorf("%w: Limit %d (0..%d), Offset %d", batondriver.ErrBadParams, p.Limit, maxListLimit, p.Offset)
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = defaultListLimit
+	}
+	var inUse []string
+	for i := range d.shards {
+		sh := &d.shards[i]
+		sh.mu.Lock()
+		now := time.Now()
+		for key, m := range sh.meta {
+			if m.override != nil || sh.locks[key].inUse(now) {
+				inUse = append(inUse, key)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	slices.Sort(inUse)
+	res := &batondriver.LockListResult{Keys: []*batondriver.LockInfo{}, Total: len(inUse)}
+	start := min(p.Offset, len(inUse))
+	for _, key := range inUse[start:min(start+limit, len(inUse))] {
+		info, err := d.LockInspect(ctx, &batondriver.LockInspectParams{Key: key})
+		if err != nil {
+			return nil, err
+		}
+		res.Keys = append(res.Keys, &batondriver.LockInfo{Key: key, LockInspectResult: *info})
+	}
+	return res, nil
+}
+
+// inUse reports whether the key has an unexpired holder or waiter. s may be
+// nil: a key with no transient state.
+func (s *lockState) inUse(now time.Time) bool {
+	if s == nil {
+		return false
+	}
+	for _, h := range s.holders {
+		if h.expires.After(now) {
+			return true
+		}
+	}
+	for e := s.waiters.Front(); e != nil; e = e.Next() {
+		if e.Value.(*waiter).expires.After(now) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,280 @@
+package batonredis
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// The lock key index, P:locks: a sorted set of the lock keys in use, every
+// score 0 so that it is ordered by the keys' bytes and can be read a page at
+// a time by rank or after a key (BYLEX), without a SCAN.
+//
+// It has no lock key's hash tag, so no lock script may write it (on a
+// Cluster a script touches one slot). Like P:queues it is written
+// best-effort instead: an instance adds a key (ZADD NX) pipelined in the
+// same round trip as an acquire or extend of it — not atomically with it —
+// and at most once per key every lockIndexPeriod or two; SetLimit adds the
+// key each time. LockList removes (ZREM) the keys it finds idle, with no
+// holder, waiter or override. A key that is locked again after a listing
+// pruned it, or whose index write failed, is listed again at its first
+// acquire, wait refresh or heartbeat after each instance's memory of it
+// lapsed: at most two periods. docs/redis-keys.md says what that costs.
+
+// lockIndexPeriod is how long an instance remembers adding a key to the
+// index: between one and two periods.
+const lockIndexPeriod = 30 * time.Second
+
+// recentKeys is the set of keys an instance added to the index lately, in
+// two generations that turn over every period: memory is bounded by the
+// keys used in the last two periods. The zero value is ready to use.
+type recentKeys struct {
+	mu       sync.Mutex
+	period   time.Duration    // 0: lockIndexPeriod
+	now      func() time.Time // nil: time.Now; tests set both
+	cur, old map[string]struct{}
+	since    time.Time // when cur began
+}
+
+// turn starts a new generation when the current one is a period old (and
+// forgets both when it is two). r.mu must be held.
+func (r *recentKeys) turn() {
+	now := time.Now()
+	if r.now != nil {
+		now = r.now()
+	}
+	period := r.period
+	if period == 0 {
+		period = lockIndexPeriod
+	}
+	switch age := now.Sub(r.since); {
+	case r.cur == nil || age >= 2*period:
+		r.cur, r.old, r.since = map[string]struct{}{}, nil, now
+	case age >= period:
+		r.cur, r.old, r.since = map[string]struct{}{}, r.cur, now
+	}
+}
+
+// has reports whether key was added in this generation or the last.
+func (r *recentKeys) has(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.turn()
+	if _, ok := r.cur[key]; ok {
+		return true
+	}
+	_, ok := r.old[key]
+	return ok
+}
+
+// add records that key is in the index.
+func (r *recentKeys) add(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.turn()
+	r.cur[key] = struct{}{}
+}
+
+// scriptSHAs maps each script compile built to the SHA1 of its source, so
+// that an EVALSHA of it can be pipelined with other commands (rueidis.Lua
+// keeps its own to itself).
+var scriptSHAs sync.Map
+
+func registerScript(s *rueidis.Lua, src string) *rueidis.Lua {
+	sum := sha1.Sum([]byte(src))
+	scriptSHAs.Store(s, hex.EncodeToString(sum[:]))
+	return s
+}
+
+// runIndexed is run for a transition that uses a lock key: it adds the key
+// to the index in the same round trip unless this instance did lately.
+func (d *Driver) runIndexed(ctx context.Context, s *rueidis.Lua, op, key string, keys []string, args ...string) ([]int64, error) {
+	v, err := d.execIndexed(ctx, s, key, keys, args, false).AsIntSlice()
+	if err != nil {
+		return nil, fmt.Errorf("batonredis: %s %q: %w", op, key, err)
+	}
+	return v, nil
+}
+
+// execIndexed runs script s on key's slot and, pipelined with it, adds key
+// to the index: always with force, else unless this instance did lately.
+// A failed index write is not the transition's failure; it is tried again
+// next time.
+func (d *Driver) execIndexed(ctx context.Context, s *rueidis.Lua, key string, keys, args []string, force bool) rueidis.RedisResult {
+	c := d.client
+	if d.noIndex || (!force && d.locksSeen.has(key)) {
+		return s.Exec(ctx, c, keys, args)
+	}
+	add := c.B().Zadd().Key(d.locksKey()).Nx().ScoreMember().ScoreMember(0, key).Build()
+	sha, ok := scriptSHAs.Load(s)
+	if !ok {
+		// A script compile did not build (a test's variant): two round trips.
+		res := s.Exec(ctx, c, keys, args)
+		if c.Do(ctx, add).Error() == nil {
+			d.locksSeen.add(key)
+		}
+		return res
+	}
+	res := c.DoMulti(ctx, evalsha(c, sha.(string), keys, args), add)
+	reply := res[0]
+	if noScript(reply.Error()) {
+		reply = s.Exec(ctx, c, keys, args) // loads it: EVAL
+	}
+	if res[1].Error() == nil {
+		d.locksSeen.add(key)
+	}
+	return reply
+}
+
+func evalsha(c rueidis.Client, sha string, keys, args []string) rueidis.Completed {
+	return c.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+}
+
+// noScript reports an EVALSHA refused because the server does not have the
+// script (yet, or any more); the script did not run.
+func noScript(err error) bool {
+	e, ok := rueidis.IsRedisErr(err)
+	return ok && e.IsNoScript()
+}
+
+// lockListBatch is the fewest index entries LockList reads and inspects in
+// one round trip, and lockListRounds bounds the entries one call inspects
+// to that many batches of max(Limit, lockListBatch).
+const (
+	lockListBatch  = 100
+	lockListRounds = 10
+)
+
+// LockList implements batondriver.LockDriver. It reads the index a batch at
+// a time and inspects every key of a batch in one pipelined round trip (each
+// EVALSHA goes to its key's node); it returns the keys in use, in byte
+// order, and removes the idle ones from the index in the next round trip.
+// Since it removes only entries at or after Offset, the entries before the
+// next page's offset are exactly the keys returned so far. A call inspects
+// at most 10 × max(Limit, 100) entries: an index full of idle keys yields
+// short pages while the listing prunes it.
+func (d *Driver) LockList(ctx context.Context, p *batondriver.LockListParams) (*batondriver.LockListResult, error) {
+	if p.Limit < 0 || p.Limit > maxListLimit || p.Offset < 0 {
+		return nil, fmt.Errorf("%w: Limit %d (0..%d), Offset %d", batondriver.ErrBadParams, p.Limit, maxListLimit, p.Offset)
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = defaultListLimit
+	}
+	c, index := d.client, d.locksKey()
+	res := &batondriver.LockListResult{Keys: []*batondriver.LockInfo{}}
+	budget := lockListRounds * max(limit, lockListBatch)
+	after := ""
+	for {
+		n := min(max(limit-len(res.Keys), lockListBatch), budget)
+		var read rueidis.Completed
+		if after == "" {
+			stop := p.Offset + n - 1
+			if stop < p.Offset {
+				stop = math.MaxInt // an Offset near MaxInt
+			}
+			read = c.B().Zrange().Key(index).Min(itoa(p.Offset)).Max(itoa(stop)).Build()
+		} else {
+			read = c.B().Zrange().Key(index).Min("("+after).Max("+").Bylex().Limit(0, int64(n)).Build()
+		}
+		names, err := c.Do(ctx, read).AsStrSlice()
+		if err != nil {
+			return nil, fmt.Errorf("batonredis: list lock keys: %w", err)
+		}
+		infos, err := d.inspectMany(ctx, names)
+		if err != nil {
+			return nil, err
+		}
+		var idle []string
+		for i, info := range infos {
+			switch {
+			case len(info.Holders) == 0 && info.WaiterCount == 0 && !info.Override:
+				idle = append(idle, names[i])
+			case len(res.Keys) < limit:
+				res.Keys = append(res.Keys, &batondriver.LockInfo{Key: names[i], LockInspectResult: *info})
+			}
+		}
+		budget -= len(names)
+		done := len(names) < n || len(res.Keys) == limit || budget <= 0
+		cmds := make(rueidis.Commands, 0, 2)
+		if len(idle) > 0 {
+			cmds = append(cmds, c.B().Zrem().Key(index).Member(idle...).Build())
+		}
+		if done {
+			cmds = append(cmds, c.B().Zcard().Key(index).Build())
+		}
+		replies := c.DoMulti(ctx, cmds...)
+		for _, r := range replies {
+			if err := r.Error(); err != nil {
+				return nil, fmt.Errorf("batonredis: list lock keys: %w", err)
+			}
+		}
+		if done {
+			total, _ := replies[len(replies)-1].AsInt64()
+			res.Total = int(total)
+			return res, nil
+		}
+		after = names[len(names)-1]
+	}
+}
+
+// inspectMany inspects keys in one pipelined round trip (and one more if a
+// node has not got the script yet).
+func (d *Driver) inspectMany(ctx context.Context, keys []string) ([]*batondriver.LockInspectResult, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	c, s := d.client, d.scripts.inspect
+	args := []string{itoa(maxInspectWaiters)}
+	execs := make([]rueidis.LuaExec, len(keys))
+	for i, key := range keys {
+		execs[i] = rueidis.LuaExec{Keys: d.lockKeys(key).keys, Args: args}
+	}
+	var replies []rueidis.RedisResult
+	if sha, ok := scriptSHAs.Load(s); ok {
+		cmds := make(rueidis.Commands, len(keys))
+		for i, e := range execs {
+			cmds[i] = evalsha(c, sha.(string), e.Keys, e.Args)
+		}
+		replies = c.DoMulti(ctx, cmds...)
+	}
+	var missing []int
+	for i := range keys {
+		if replies == nil || noScript(replies[i].Error()) {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		// ExecMulti loads the script on every node first.
+		again := make([]rueidis.LuaExec, len(missing))
+		for j, i := range missing {
+			again[j] = execs[i]
+		}
+		redone := s.ExecMulti(ctx, c, again...)
+		if replies == nil {
+			replies = make([]rueidis.RedisResult, len(keys))
+		}
+		for j, i := range missing {
+			replies[i] = redone[j]
+		}
+	}
+	out := make([]*batondriver.LockInspectResult, len(keys))
+	for i, r := range replies {
+		arr, err := r.ToArray()
+		if err != nil {
+			return nil, fmt.Errorf("batonredis: inspect %q: %w", keys[i], err)
+		}
+		if out[i], err = inspectResult(keys[i], arr); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
