@@ -44,7 +44,7 @@ type Config struct {
 	// NoLockIndex stops this instance from adding the lock keys it uses to
 	// the index that LockList reads (P:locks). Default false: each key
 	// costs an entry of about 110 bytes there until a listing finds it idle
-	// and removes it, and an extra command, pipelined, at its first use and
+	// and removes it, and an extra command after the script at its first use and
 	// then at most once every 30s. Set it for processes that lock many
 	// short-lived keys on a Redis nobody lists; their keys are then listed
 	// only if another instance added them.

@@ -20,9 +20,9 @@ import (
 //
 // It has no lock key's hash tag, so no lock script may write it (on a
 // Cluster a script touches one slot). Like P:queues it is written
-// best-effort instead: an instance adds a key (ZADD NX) pipelined in the
-// same round trip as an acquire or extend of it — not atomically with it —
-// and at most once per key every lockIndexPeriod or two; SetLimit adds the
+// best-effort instead: an instance adds a key (ZADD NX) after a successful
+// acquire or extend of it — its own command, not atomic with it — and at
+// most once per key every lockIndexPeriod or two; SetLimit adds the
 // key each time. LockList removes (ZREM) the keys it finds idle, with no
 // holder, waiter or override. A key that is locked again after a listing
 // pruned it, or whose index write failed, is listed again at its first
@@ -104,34 +104,23 @@ func (d *Driver) runIndexed(ctx context.Context, s *rueidis.Lua, op, key string,
 	return v, nil
 }
 
-// execIndexed runs script s on key's slot and, pipelined with it, adds key
-// to the index: always with force, else unless this instance did lately.
-// A failed index write is not the transition's failure; it is tried again
+// execIndexed runs script s on key's slot and then adds key to the index:
+// always with force, else unless this instance did lately. The index write
+// follows the script as its own command, once per key and period, so that
+// the lock transitions themselves are sent exactly as without an index. A
+// failed index write is not the transition's failure; it is tried again
 // next time.
 func (d *Driver) execIndexed(ctx context.Context, s *rueidis.Lua, key string, keys, args []string, force bool) rueidis.RedisResult {
 	c := d.client
-	if d.noIndex || (!force && d.locksSeen.has(key)) {
-		return s.Exec(ctx, c, keys, args)
-	}
-	add := c.B().Zadd().Key(d.locksKey()).Nx().ScoreMember().ScoreMember(0, key).Build()
-	sha, ok := scriptSHAs.Load(s)
-	if !ok {
-		// A script compile did not build (a test's variant): two round trips.
-		res := s.Exec(ctx, c, keys, args)
-		if c.Do(ctx, add).Error() == nil {
-			d.locksSeen.add(key)
-		}
+	res := s.Exec(ctx, c, keys, args)
+	if d.noIndex || (!force && d.locksSeen.has(key)) || res.Error() != nil {
 		return res
 	}
-	res := c.DoMulti(ctx, evalsha(c, sha.(string), keys, args), add)
-	reply := res[0]
-	if noScript(reply.Error()) {
-		reply = s.Exec(ctx, c, keys, args) // loads it: EVAL
-	}
-	if res[1].Error() == nil {
+	add := c.B().Zadd().Key(d.locksKey()).Nx().ScoreMember().ScoreMember(0, key).Build()
+	if c.Do(ctx, add).Error() == nil {
 		d.locksSeen.add(key)
 	}
-	return reply
+	return res
 }
 
 func evalsha(c rueidis.Client, sha string, keys, args []string) rueidis.Completed {
