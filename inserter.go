@@ -100,14 +100,13 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 	return g.results[i], nil
 }
 
-// send sends a group, in the caller's goroutine if its context cannot end
-// (no goroutine for the common case), else in its own.
+// send sends a group of the caller's job alone, in the caller's goroutine
+// and under its context: nobody else's job is in it (later callers form the
+// next group), so the caller's cancellation ends only its own call.
 func (c *Client) send(ctx context.Context, qi *queueInserter, queue string, g *insertGroup) {
-	if ctx.Done() == nil {
-		c.sendGroup(ctx, qi, queue, g)
-		return
-	}
-	go c.sendGroup(ctx, qi, queue, g)
+	g.results, g.err = c.insertBatches(ctx, queue, g.jobs)
+	close(g.done)
+	c.handOn(qi)
 }
 
 // sendGroup inserts a group, then hands the queue to the next group or
@@ -123,6 +122,11 @@ func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string,
 	g.results, g.err = c.insertBatches(sctx, queue, g.jobs)
 	cancel()
 	close(g.done)
+	c.handOn(qi)
+}
+
+// handOn hands the queue to the next group, or marks a call finished.
+func (c *Client) handOn(qi *queueInserter) {
 	qi.mu.Lock()
 	if g := qi.next; g != nil && !g.sending {
 		g.sending = true // the next group takes this call's place in flight
