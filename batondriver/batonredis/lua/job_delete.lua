@@ -25,6 +25,7 @@ else
   redis.call('ZREM', state_set(state), id)
   if state == 'parked' then
     redis.call('LREM', K .. k .. ':p', 1, id)
+    redis.call('ZINCRBY', KI, 1, k) -- one fewer parked
     promote(avail, k, now_ms())
   end
 end

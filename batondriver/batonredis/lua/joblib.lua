@@ -308,9 +308,13 @@ local function promote(batch, k, now)
   local override = tonumber(redis.call('HGET', m, 'limit'))
   local nh = redis.call('SCARD', h)
   local moved = {}
-  while true do
+  local drained = false -- the parked list was seen empty
+  while not (override and nh >= override) do
     local head = redis.call('LINDEX', p, 0)
-    if not head then break end
+    if not head then
+      drained = true
+      break
+    end
     local v = redis.call('HMGET', J .. head, 'prio', 'run_at', 'limit', 'state')
     if v[4] == 'parked' then
       if nh >= (override or tonumber(v[3])) then break end
@@ -322,11 +326,13 @@ local function promote(batch, k, now)
     redis.call('LPOP', p)
     moved[#moved + 1] = head
   end
-  if #moved > 0 then redis.call('ZREM', PK, unpack(moved)) end
-  local np = redis.call('LLEN', p)
-  if np > 0 or nh > 0 or override then
-    if #moved > 0 then redis.call('ZADD', KI, -np, k) end
-  else
+  -- KI's score is minus the parked count: it falls by as many as left the
+  -- list. A key with nothing parked, no holder and no override leaves KI.
+  if #moved > 0 then
+    redis.call('ZREM', PK, unpack(moved))
+    redis.call('ZINCRBY', KI, #moved, k)
+  end
+  if drained and nh == 0 and not override then
     redis.call('ZREM', KI, k)
   end
   return #moved

@@ -50,7 +50,10 @@ if limit then
     end
   end
 end
-if mv[1] then redis.call('ZADD', KI, -redis.call('LLEN', p), k) end
+-- The key's parked count may have grown (demotion); an override keeps it
+-- listed even when idle.
+local np = redis.call('LLEN', p)
+if mv[1] or np > 0 or redis.call('SCARD', h) > 0 then redis.call('ZADD', KI, -np, k) end
 local avail = new_batch()
 promote(avail, k, now)
 wake(flush_available(avail))
