@@ -1,6 +1,7 @@
 // Package loadgen holds what the benchmark commands' load loops share:
-// per-goroutine counters, first-error capture, a bounded wait for the
-// goroutines to stop, this process's CPU time and latency percentiles.
+// per-goroutine counters, first-error capture, a countdown to the last job,
+// a bounded wait for the goroutines to stop, this process's CPU time,
+// latency percentiles and the median of the rounds' rates.
 package loadgen
 
 import (
@@ -27,6 +28,48 @@ type FirstError struct {
 
 // Set records err if it is the first error reported.
 func (f *FirstError) Set(err error) { f.once.Do(func() { f.Err = err }) }
+
+// Countdown closes Done when its count reaches its target: how a cell
+// learns that its last job has started, or its last outcome was recorded.
+type Countdown struct {
+	n      atomic.Int64
+	target int64
+	once   sync.Once
+	done   chan struct{}
+}
+
+// NewCountdown returns a Countdown to target.
+func NewCountdown(target int) *Countdown {
+	return &Countdown{target: int64(target), done: make(chan struct{})}
+}
+
+// Add counts k and returns the new count.
+func (c *Countdown) Add(k int64) int64 {
+	n := c.n.Add(k)
+	if n >= c.target {
+		c.once.Do(func() { close(c.done) })
+	}
+	return n
+}
+
+// Count returns the count so far.
+func (c *Countdown) Count() int64 { return c.n.Load() }
+
+// Done is closed when the count reaches the target.
+func (c *Countdown) Done() <-chan struct{} { return c.done }
+
+// Wait waits until the count reaches its target or limit passes; it
+// reports whether the target was reached.
+func (c *Countdown) Wait(limit time.Duration) bool {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
 
 // WaitGroup waits for wg, at most grace. It reports whether wg finished.
 func WaitGroup(wg *sync.WaitGroup, grace time.Duration) bool {
@@ -57,4 +100,15 @@ func Percentile(ds []time.Duration, q float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[int(q*float64(len(s)-1)+0.5)]
+}
+
+// Median returns the median of rs (the upper one of an even count), 0 if
+// empty: a cell's figure over its rounds.
+func Median(rs []float64) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	s := slices.Clone(rs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

@@ -1,6 +1,6 @@
 // Package redisstat reads a Redis server's counters for the benchmark
 // commands: INFO stats, commandstats and CPU, sampled before and after a
-// measured window, and deletes a finished cell's keys.
+// measured window (Window), and deletes a finished cell's keys.
 package redisstat
 
 import (
@@ -14,8 +14,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonhq/baton/bench/internal/loadgen"
 )
 
 // Reader reads the server's counters over a connection of its own.
@@ -130,8 +134,12 @@ func (r Snap) Sub(before Snap) Snap {
 	return d
 }
 
-// Add adds the counters of o to r. r.Cmds must not be nil.
+// Add adds the counters of o to r, making r.Cmds if it is nil: how a
+// cell's rounds are summed, from a zero Snap.
 func (r *Snap) Add(o Snap) {
+	if r.Cmds == nil {
+		r.Cmds = map[string]CmdStat{}
+	}
 	r.Client += o.Client
 	r.Total += o.Total
 	r.Calls += o.Calls
@@ -140,6 +148,44 @@ func (r *Snap) Add(o Snap) {
 		a := r.Cmds[name]
 		r.Cmds[name] = CmdStat{Calls: a.Calls + st.Calls, Usec: a.Usec + st.Usec}
 	}
+}
+
+// Window measures the growth of the server's counters, of the measured
+// clients' command count (package cmdcount) and of this process's CPU time
+// across a measured window, from Start to End.
+type Window struct {
+	// Stats reads the server's counters.
+	Stats *Reader
+	// Sent is the measured clients' command counter.
+	Sent *atomic.Int64
+	// Delta is the counters' growth, Client set, after End.
+	Delta Snap
+	// CPU is this process's CPU time in the window, after End.
+	CPU time.Duration
+
+	before     Snap
+	sentBefore int64
+	cpuBefore  time.Duration
+}
+
+// Start opens the window: it reads the counters, then this process's CPU.
+func (w *Window) Start(ctx context.Context) error {
+	s, err := w.Stats.Snap(ctx)
+	w.before, w.sentBefore, w.cpuBefore = s, w.Sent.Load(), loadgen.ProcessCPU()
+	return err
+}
+
+// End closes the window and sets Delta and CPU.
+func (w *Window) End(ctx context.Context) error {
+	w.CPU = loadgen.ProcessCPU() - w.cpuBefore
+	sent := w.Sent.Load()
+	s, err := w.Stats.Snap(ctx)
+	if err != nil {
+		return err
+	}
+	w.Delta = s.Sub(w.before)
+	w.Delta.Client = sent - w.sentBefore
+	return nil
 }
 
 // Describe lists the commands of a delta, most calls first, with their
