@@ -7,12 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
-	"github.com/batonhq/baton/batondriver/batonredis"
-	"github.com/batonhq/baton/bench/internal/cmdcount"
+	"github.com/batonhq/baton/bench/internal/jobcell"
+	"github.com/batonhq/baton/bench/internal/loadgen"
 )
 
 // benchArgs is the job of every Baton cell: a no-op that carries its
@@ -23,14 +21,10 @@ type benchArgs struct {
 
 func (benchArgs) Kind() string { return "bench" }
 
-// batonSide is the Baton end of one cell: its own rueidis client (default
-// options, commands counted), a batonredis driver on a key prefix of its
-// own, the driver seen through countedDriver, and a Client.
+// batonSide is the Baton end of one cell (package jobcell), its driver
+// seen through countedDriver, and a Client.
 type batonSide struct {
-	prefix string
-	sent   atomic.Int64
-	rc     rueidis.Client
-	drv    *batonredis.Driver
+	*jobcell.Baton
 	cd     *countedDriver
 	client *baton.Client
 }
@@ -39,19 +33,11 @@ type batonSide struct {
 // set, is registered as the worker of benchArgs. The client's logs are
 // discarded.
 func newBatonSide(addr, prefix string, cfg *baton.Config, work baton.WorkFunc[benchArgs]) (*batonSide, error) {
-	b := &batonSide{prefix: prefix}
-	rc, err := cmdcount.NewRueidis(addr, &b.sent)
+	cell, err := jobcell.NewBaton(addr, prefix)
 	if err != nil {
 		return nil, err
 	}
-	b.rc = rc
-	drv, err := batonredis.New(rc, &batonredis.Config{Prefix: prefix})
-	if err != nil {
-		rc.Close()
-		return nil, err
-	}
-	b.drv = drv
-	b.cd = &countedDriver{JobDriver: drv}
+	b := &batonSide{Baton: cell, cd: &countedDriver{JobDriver: cell.Driver}}
 	c := baton.Config{}
 	if cfg != nil {
 		c = *cfg
@@ -63,31 +49,19 @@ func newBatonSide(addr, prefix string, cfg *baton.Config, work baton.WorkFunc[be
 	}
 	b.client, err = baton.NewClient(b.cd, &c)
 	if err != nil {
-		b.close()
+		cell.Close()
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *batonSide) close() {
-	b.drv.Close()
-	b.rc.Close()
-}
-
-// keys is the pattern of every key of the cell.
-func (b *batonSide) keys() string { return b.prefix + ":*" }
-
 // backlog inserts n available jobs with InsertMany, 1000 at a time.
 func (b *batonSide) backlog(ctx context.Context, n int) error {
-	batch := make([]*baton.InsertManyParams, 0, 1000)
-	for i := range n {
-		batch = append(batch, &baton.InsertManyParams{Args: benchArgs{I: i}})
-		if len(batch) == cap(batch) || i == n-1 {
-			if _, err := b.client.InsertMany(ctx, batch); err != nil {
-				return err
-			}
-			batch = batch[:0]
-		}
+	err := jobcell.InsertBatches(ctx, b.client, n, func(i int) *baton.InsertManyParams {
+		return &baton.InsertManyParams{Args: benchArgs{I: i}}
+	})
+	if err != nil {
+		return err
 	}
 	st, err := b.client.QueueStats(ctx, "default")
 	if err != nil {
@@ -111,7 +85,7 @@ type countedDriver struct {
 	// recorded counts outcomes the backend accepted (not stale); when it
 	// reaches the target of onRecorded, that countdown fires.
 	recorded   atomic.Int64
-	onRecorded atomic.Pointer[countdown]
+	onRecorded atomic.Pointer[loadgen.Countdown]
 }
 
 func (d *countedDriver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
@@ -139,7 +113,7 @@ func (d *countedDriver) JobFinish(ctx context.Context, p *batondriver.JobFinishP
 		d.finished.Add(int64(len(p.Finished)))
 		d.recorded.Add(n)
 		if c := d.onRecorded.Load(); c != nil {
-			c.add(n)
+			c.Add(n)
 		}
 	}
 	return res, err

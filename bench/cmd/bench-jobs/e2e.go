@@ -10,6 +10,8 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/bench/internal/jobcell"
+	"github.com/batonhq/baton/bench/internal/loadgen"
 	"github.com/batonhq/baton/bench/internal/redisstat"
 	"github.com/batonhq/baton/bench/internal/table"
 )
@@ -47,9 +49,6 @@ func (c *e2eCell) add(o e2eCell) {
 	c.elapsed += o.elapsed
 	c.handled += o.handled
 	c.cpu += o.cpu
-	if c.redis.Cmds == nil {
-		c.redis.Cmds = map[string]redisstat.CmdStat{}
-	}
 	c.redis.Add(o.redis)
 	c.drv.add(o.drv)
 }
@@ -105,7 +104,7 @@ func runE2E(ctx context.Context, e *env) error {
 			s := sums[r.name][n]
 			jobs, secs := float64(s.jobs), s.elapsed.Seconds()
 			redisstat.CheckCounters(&s.redis)
-			t.Add(r.name, fmt.Sprint(n), table.Rate(median(rates[r.name][n])), table.Range(rates[r.name][n]),
+			t.Add(r.name, fmt.Sprint(n), table.Rate(loadgen.Median(rates[r.name][n])), table.Range(rates[r.name][n]),
 				table.Rate(jobs/s.handled.Seconds()),
 				table.Float(float64(s.redis.Client)/jobs, 2),
 				table.Float(float64(s.redis.Total)/jobs, 1),
@@ -154,9 +153,9 @@ func runE2E(ctx context.Context, e *env) error {
 	table.PrintBreakdown(os.Stdout, "2. per cell (-v): server command calls per job x µs per call", breakdown)
 
 	if only == nil {
-		b64, a64 := median(rates["baton"][64]), median(rates["asynq"][64])
-		e.goals.add(b64 >= 2*a64, "end to end, 64 workers: baton >= 2x asynq: %.0f / %.0f = %.2fx", b64, a64, b64/a64)
-		e.goals.add(b64 >= 18000, "end to end, 64 workers: baton >= 18k jobs/s (the issue's 2x asynq): %.0f", b64)
+		b64, a64 := loadgen.Median(rates["baton"][64]), loadgen.Median(rates["asynq"][64])
+		e.goals.Add(b64 >= 2*a64, "end to end, 64 workers: baton >= 2x asynq: %.0f / %.0f = %.2fx", b64, a64, b64/a64)
+		e.goals.Add(b64 >= 18000, "end to end, 64 workers: baton >= 18k jobs/s (the issue's 2x asynq): %.0f", b64)
 	}
 	return nil
 }
@@ -164,26 +163,26 @@ func runE2E(ctx context.Context, e *env) error {
 // e2eBaton runs one Baton end-to-end cell on key prefix.
 func e2eBaton(ctx context.Context, e *env, workers int, retention time.Duration, prefix string) (e2eCell, error) {
 	jobs := e.p.e2eJobs
-	handled := newCountdown(jobs)
+	handled := loadgen.NewCountdown(jobs)
 	work := func(ctx context.Context, job *baton.Job[benchArgs]) error {
-		handled.add(1)
+		handled.Add(1)
 		return nil
 	}
 	b, err := newBatonSide(e.addr, prefix, &baton.Config{Concurrency: workers, CompletedRetention: retention}, work)
 	if err != nil {
 		return e2eCell{}, err
 	}
-	defer b.close()
-	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()) }()
+	defer b.Close()
+	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.Keys()) }()
 	if err := b.backlog(ctx, jobs); err != nil {
 		return e2eCell{}, err
 	}
-	recorded := newCountdown(jobs)
+	recorded := loadgen.NewCountdown(jobs)
 	b.cd.onRecorded.Store(recorded)
 	before := b.cd.counts()
 
-	w := window{stats: e.stats, sent: &b.sent}
-	if err := w.start(ctx); err != nil {
+	w := redisstat.Window{Stats: e.stats, Sent: &b.Sent}
+	if err := w.Start(ctx); err != nil {
 		return e2eCell{}, err
 	}
 	t0 := time.Now()
@@ -194,24 +193,24 @@ func e2eBaton(ctx context.Context, e *env, workers int, retention time.Duration,
 	defer limit.Stop()
 	var tHandled, tDone time.Time
 	select {
-	case <-handled.done:
+	case <-handled.Done():
 		tHandled = time.Now()
 	case <-limit.C:
 	}
 	if !tHandled.IsZero() {
 		select {
-		case <-recorded.done:
+		case <-recorded.Done():
 			tDone = time.Now()
 		case <-limit.C:
 		}
 	}
-	err = w.end(ctx)
+	err = w.End(ctx)
 	after := b.cd.counts()
 	stopCtx, cancel := context.WithTimeout(ctx, e.p.stopGrace)
 	defer cancel()
 	err = errors.Join(err, b.client.Stop(stopCtx))
 	if tDone.IsZero() {
-		return e2eCell{}, errors.Join(err, fmt.Errorf("not done within %v: %d handled, %d recorded", e.p.e2eLimit, handled.n.Load(), b.cd.recorded.Load()))
+		return e2eCell{}, errors.Join(err, fmt.Errorf("not done within %v: %d handled, %d recorded", e.p.e2eLimit, handled.Count(), b.cd.recorded.Load()))
 	}
 
 	// Check the outcome in Redis.
@@ -228,7 +227,7 @@ func e2eBaton(ctx context.Context, e *env, workers int, retention time.Duration,
 			err = errors.Join(err, fmt.Errorf("after the run: %d jobs %s, want %d", got, state, want[state]))
 		}
 	}
-	if n := handled.n.Load(); n != int64(jobs) {
+	if n := handled.Count(); n != int64(jobs) {
 		err = errors.Join(err, fmt.Errorf("handlers called %d times, want %d", n, jobs))
 	}
 	d := after
@@ -242,7 +241,7 @@ func e2eBaton(ctx context.Context, e *env, workers int, retention time.Duration,
 	d.fetchTime -= before.fetchTime
 	d.finishTime -= before.finishTime
 	return e2eCell{jobs: int64(jobs), elapsed: tDone.Sub(t0), handled: tHandled.Sub(t0),
-		redis: w.delta, cpu: w.cpu, drv: d}, err
+		redis: w.Delta, cpu: w.CPU, drv: d}, err
 }
 
 // e2eAsynq runs one asynq end-to-end cell on queue. asynq reports no
@@ -251,40 +250,41 @@ func e2eBaton(ctx context.Context, e *env, workers int, retention time.Duration,
 // left and its processed total is the backlog.
 func e2eAsynq(ctx context.Context, e *env, workers int, queue string) (e2eCell, error) {
 	jobs := e.p.e2eJobs
-	a := newAsynqSide(e.addr, queue, workers, 0)
-	defer a.close()
-	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, asynqDB, a.keys()) }()
-	if err := a.backlog(ctx, jobs); err != nil {
+	a := jobcell.NewAsynq(e.addr, queue)
+	a.NewServer(asynq.Config{Concurrency: workers})
+	defer a.Close()
+	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, jobcell.AsynqDB, a.Keys()) }()
+	if err := a.Backlog(ctx, jobs, func(i int) any { return benchArgs{I: i} }); err != nil {
 		return e2eCell{}, err
 	}
-	handled := newCountdown(jobs)
+	handled := loadgen.NewCountdown(jobs)
 	handler := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		handled.add(1)
+		handled.Add(1)
 		return nil
 	})
 
-	w := window{stats: e.stats, sent: &a.sent}
-	if err := w.start(ctx); err != nil {
+	w := redisstat.Window{Stats: e.stats, Sent: &a.Sent}
+	if err := w.Start(ctx); err != nil {
 		return e2eCell{}, err
 	}
 	t0 := time.Now()
-	if err := a.srv.Start(handler); err != nil {
+	if err := a.Server.Start(handler); err != nil {
 		return e2eCell{}, err
 	}
-	defer a.shutdown()
+	defer a.Shutdown()
 	deadline := time.Now().Add(e.p.e2eLimit)
 	limit := time.NewTimer(e.p.e2eLimit)
 	defer limit.Stop()
 	var tHandled, tDone time.Time
 	select {
-	case <-handled.done:
+	case <-handled.Done():
 		tHandled = time.Now()
 	case <-limit.C:
 	}
 	var info *asynq.QueueInfo
 	var err error
 	for !tHandled.IsZero() && time.Now().Before(deadline) {
-		info, err = a.insp.GetQueueInfo(queue)
+		info, err = a.Inspector.GetQueueInfo(queue)
 		if err != nil {
 			return e2eCell{}, err
 		}
@@ -294,9 +294,9 @@ func e2eAsynq(ctx context.Context, e *env, workers int, queue string) (e2eCell, 
 		}
 		time.Sleep(time.Millisecond)
 	}
-	err = w.end(ctx)
+	err = w.End(ctx)
 	if tDone.IsZero() {
-		return e2eCell{}, errors.Join(err, fmt.Errorf("not done within %v: %d handled", e.p.e2eLimit, handled.n.Load()))
+		return e2eCell{}, errors.Join(err, fmt.Errorf("not done within %v: %d handled", e.p.e2eLimit, handled.Count()))
 	}
 	for _, c := range []struct {
 		what      string
@@ -309,9 +309,9 @@ func e2eAsynq(ctx context.Context, e *env, workers int, queue string) (e2eCell, 
 			err = errors.Join(err, fmt.Errorf("after the run: %d tasks %s, want %d", c.got, c.what, c.want))
 		}
 	}
-	if n := handled.n.Load(); n != int64(jobs) {
+	if n := handled.Count(); n != int64(jobs) {
 		err = errors.Join(err, fmt.Errorf("handlers called %d times, want %d", n, jobs))
 	}
 	return e2eCell{jobs: int64(jobs), elapsed: tDone.Sub(t0), handled: tHandled.Sub(t0),
-		redis: w.delta, cpu: w.cpu}, err
+		redis: w.Delta, cpu: w.CPU}, err
 }

@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/bench/internal/goals"
+	"github.com/batonhq/baton/bench/internal/jobcell"
 	"github.com/batonhq/baton/bench/internal/loadgen"
+	"github.com/batonhq/baton/bench/internal/machine"
 	"github.com/batonhq/baton/bench/internal/redisstat"
 	"github.com/batonhq/baton/bench/internal/table"
 )
@@ -55,9 +58,6 @@ func (c *insertCell) add(o insertCell) {
 	c.cpu += o.cpu
 	if c.first == nil {
 		c.first = o.first
-	}
-	if c.redis.Cmds == nil {
-		c.redis.Cmds = map[string]redisstat.CmdStat{}
 	}
 	c.redis.Add(o.redis)
 }
@@ -104,7 +104,7 @@ func runInsert(ctx context.Context, e *env) error {
 		cells := []string{r.name}
 		var errs int64
 		for _, n := range insertGoroutines {
-			cells = append(cells, table.Rate(median(rates[r.name][n])))
+			cells = append(cells, table.Rate(loadgen.Median(rates[r.name][n])))
 			s := sums[r.name][n]
 			errs += s.errs
 			if s.first != nil {
@@ -129,7 +129,7 @@ func runInsert(ctx context.Context, e *env) error {
 	}
 	t.Add("asynq (batch)", "-", "-", "", "", "", "", "", "", "", "", "")
 	t.Note("g: goroutines, each inserting one call after the other. Baton's Insert is InsertMany of one job.")
-	t.Note("asynq (batch): asynq %s has no batch enqueue (its Client has Enqueue and EnqueueContext only).", moduleVersion("github.com/hibiken/asynq"))
+	t.Note("asynq (batch): asynq %s has no batch enqueue (its Client has Enqueue and EnqueueContext only).", machine.ModuleVersion("github.com/hibiken/asynq"))
 	t.Note("cmds/job:         commands the clients sent per job, counted client-side; Baton's insert is one")
 	t.Note("                  EVALSHA pipelined with an SADD of the queue's name. At 16 goroutines.")
 	t.Note("server calls/job: INFO stats total_commands_processed growth per job: client commands PLUS every")
@@ -139,7 +139,7 @@ func runInsert(ctx context.Context, e *env) error {
 
 	t.Print(os.Stdout)
 	if only == nil {
-		insertGoals(e.goals, func(name string, n int) float64 { return median(rates[name][n]) })
+		insertGoals(e.goals, func(name string, n int) float64 { return loadgen.Median(rates[name][n]) })
 	}
 	table.PrintBreakdown(os.Stdout, "1. per cell (-v): server command calls per job x µs per call", breakdown)
 	return nil
@@ -147,15 +147,15 @@ func runInsert(ctx context.Context, e *env) error {
 
 // insertGoals adds the goals on inserts; med(row, goroutines) is a
 // cell's median rate.
-func insertGoals(g *goals, med func(string, int) float64) {
+func insertGoals(g *goals.List, med func(string, int) float64) {
 	a1, a16 := med("asynq Enqueue", 1), med("asynq Enqueue", 16)
 	b1, b16 := med("baton Insert", 1), med("baton Insert", 16)
-	g.add(b1 >= a1, "inserts, 1 goroutine one at a time: baton >= asynq: %.0f / %.0f = %.2fx", b1, a1, b1/a1)
-	g.add(b16 >= 2*a16, "inserts, 16 goroutines one at a time: baton >= 2x asynq at 16: %.0f / %.0f = %.2fx", b16, a16, b16/a16)
+	g.Add(b1 >= a1, "inserts, 1 goroutine one at a time: baton >= asynq: %.0f / %.0f = %.2fx", b1, a1, b1/a1)
+	g.Add(b16 >= 2*a16, "inserts, 16 goroutines one at a time: baton >= 2x asynq at 16: %.0f / %.0f = %.2fx", b16, a16, b16/a16)
 	for _, name := range []string{"baton InsertMany x100", "baton InsertMany x1000"} {
 		for _, n := range insertGoroutines {
 			v := med(name, n)
-			g.add(v >= 2*a16, "inserts, %s from %d goroutine(s) >= 2x asynq at 16: %.0f / %.0f = %.2fx", name, n, v, a16, v/a16)
+			g.Add(v >= 2*a16, "inserts, %s from %d goroutine(s) >= 2x asynq at 16: %.0f / %.0f = %.2fx", name, n, v, a16, v/a16)
 		}
 	}
 }
@@ -185,12 +185,12 @@ func insertRound(ctx context.Context, e *env, r insertRow, n int, prefix, queue 
 		cleanup func() error
 	)
 	if r.asynq {
-		a := newAsynqSide(e.addr, queue, 0, 0)
-		defer a.close()
-		op = func(ctx context.Context, g, i int) error { return a.enqueue(ctx, g<<22|i) }
-		sent = &a.sent
+		a := jobcell.NewAsynq(e.addr, queue)
+		defer a.Close()
+		op = func(ctx context.Context, g, i int) error { return a.Enqueue(ctx, benchArgs{I: g<<22 | i}) }
+		sent = &a.Sent
 		cleanup = func() error {
-			_, err := redisstat.DeleteKeys(context.Background(), e.addr, asynqDB, a.keys())
+			_, err := redisstat.DeleteKeys(context.Background(), e.addr, jobcell.AsynqDB, a.Keys())
 			return err
 		}
 	} else {
@@ -198,7 +198,7 @@ func insertRound(ctx context.Context, e *env, r insertRow, n int, prefix, queue 
 		if err != nil {
 			return insertCell{}, err
 		}
-		defer b.close()
+		defer b.Close()
 		batches := make([][]*baton.InsertManyParams, n)
 		for g := range n {
 			batches[g] = make([]*baton.InsertManyParams, r.batch)
@@ -217,8 +217,8 @@ func insertRound(ctx context.Context, e *env, r insertRow, n int, prefix, queue 
 				return err
 			}
 		}
-		sent = &b.sent
-		cleanup = func() error { _, err := redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()); return err }
+		sent = &b.Sent
+		cleanup = func() error { _, err := redisstat.DeleteKeys(context.Background(), e.addr, 0, b.Keys()); return err }
 	}
 
 	var (
@@ -248,12 +248,12 @@ func insertRound(ctx context.Context, e *env, r insertRow, n int, prefix, queue 
 	}
 
 	time.Sleep(p.insWarm)
-	w := window{stats: e.stats, sent: sent}
-	err := w.start(ctx)
+	w := redisstat.Window{Stats: e.stats, Sent: sent}
+	err := w.Start(ctx)
 	before, t0 := sum(), time.Now()
 	time.Sleep(p.insWindow)
 	after, t1 := sum(), time.Now()
-	err = errors.Join(err, w.end(ctx))
+	err = errors.Join(err, w.End(ctx))
 	stop.Store(true)
 	if !loadgen.WaitGroup(&wg, p.stopGrace) {
 		cancel()
@@ -262,6 +262,6 @@ func insertRound(ctx context.Context, e *env, r insertRow, n int, prefix, queue 
 	err = errors.Join(err, cleanup())
 	return insertCell{
 		jobs: after - before, window: t1.Sub(t0), errs: errs.Load(), first: first.Err,
-		redis: w.delta, cpu: w.cpu,
+		redis: w.Delta, cpu: w.CPU,
 	}, err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/bench/internal/jobcell"
 	"github.com/batonhq/baton/bench/internal/loadgen"
 	"github.com/batonhq/baton/bench/internal/redisstat"
 	"github.com/batonhq/baton/bench/internal/table"
@@ -96,7 +97,7 @@ func runLatency(ctx context.Context, e *env) error {
 	t.Note("which its documentation warns \"may add significant load to redis\".")
 	t.Print(os.Stdout)
 	if baton50 >= 0 {
-		e.goals.add(baton50 <= 2*time.Millisecond, "insert-to-start p50 with idle workers <= 2ms: %s", table.Dur(baton50))
+		e.goals.Add(baton50 <= 2*time.Millisecond, "insert-to-start p50 with idle workers <= 2ms: %s", table.Dur(baton50))
 	}
 	return nil
 }
@@ -110,19 +111,20 @@ func latencyCell(ctx context.Context, e *env, r latRow, prefix, queue string) (l
 	sentAt := make([]atomic.Int64, n) // ns since base, before the insert call
 	startAt := make([]atomic.Int64, n)
 	base := time.Now()
-	started := newCountdown(n)
+	started := loadgen.NewCountdown(n)
 	mark := func(i int) {
 		if i >= 0 && i < n && startAt[i].CompareAndSwap(0, int64(time.Since(base))) {
-			started.add(1)
+			started.Add(1)
 		}
 	}
 
 	var s latSide
 	if r.asynq {
-		a := newAsynqSide(e.addr, queue, latWorkers, r.taskCheck)
-		defer a.close()
-		defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, asynqDB, a.keys()) }()
-		err := a.srv.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		a := jobcell.NewAsynq(e.addr, queue)
+		a.NewServer(asynq.Config{Concurrency: latWorkers, TaskCheckInterval: r.taskCheck})
+		defer a.Close()
+		defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, jobcell.AsynqDB, a.Keys()) }()
+		err := a.Server.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			var args benchArgs
 			if err := json.Unmarshal(t.Payload(), &args); err != nil {
 				return err
@@ -133,7 +135,9 @@ func latencyCell(ctx context.Context, e *env, r latRow, prefix, queue string) (l
 		if err != nil {
 			return latCell{}, err
 		}
-		s = latSide{sent: &a.sent, insert: a.enqueue, stop: a.shutdown}
+		s = latSide{sent: &a.Sent, stop: a.Shutdown, insert: func(ctx context.Context, i int) error {
+			return a.Enqueue(ctx, benchArgs{I: i})
+		}}
 	} else {
 		work := func(ctx context.Context, job *baton.Job[benchArgs]) error {
 			mark(job.Args.I)
@@ -143,12 +147,12 @@ func latencyCell(ctx context.Context, e *env, r latRow, prefix, queue string) (l
 		if err != nil {
 			return latCell{}, err
 		}
-		defer b.close()
-		defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()) }()
+		defer b.Close()
+		defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.Keys()) }()
 		if err := b.client.Start(ctx); err != nil {
 			return latCell{}, err
 		}
-		s = latSide{sent: &b.sent, stop: func() {
+		s = latSide{sent: &b.Sent, stop: func() {
 			stopCtx, cancel := context.WithTimeout(context.Background(), p.stopGrace)
 			defer cancel()
 			_ = b.client.Stop(stopCtx)
@@ -162,19 +166,19 @@ func latencyCell(ctx context.Context, e *env, r latRow, prefix, queue string) (l
 	// Idle: let the pool settle, then measure what idling costs.
 	time.Sleep(p.latIdle / 4)
 	var c latCell
-	w := window{stats: e.stats, sent: s.sent}
-	if err := w.start(ctx); err != nil {
+	w := redisstat.Window{Stats: e.stats, Sent: s.sent}
+	if err := w.Start(ctx); err != nil {
 		return c, err
 	}
 	t0 := time.Now()
 	time.Sleep(p.latIdle * 3 / 4)
-	if err := w.end(ctx); err != nil {
+	if err := w.End(ctx); err != nil {
 		return c, err
 	}
-	c.idle, c.idleFor = w.delta, time.Since(t0)
+	c.idle, c.idleFor = w.Delta, time.Since(t0)
 
-	w = window{stats: e.stats, sent: s.sent}
-	if err := w.start(ctx); err != nil {
+	w = redisstat.Window{Stats: e.stats, Sent: s.sent}
+	if err := w.Start(ctx); err != nil {
 		return c, err
 	}
 	t0 = time.Now()
@@ -190,13 +194,13 @@ func latencyCell(ctx context.Context, e *env, r latRow, prefix, queue string) (l
 	}
 	var err error
 	select {
-	case <-started.done:
+	case <-started.Done():
 	case <-time.After(p.stopGrace):
-		err = fmt.Errorf("only %d of %d jobs started within %v of the last insert", started.n.Load(), n, p.stopGrace)
+		err = fmt.Errorf("only %d of %d jobs started within %v of the last insert", started.Count(), n, p.stopGrace)
 	}
 	c.window = time.Since(t0)
-	err = errors.Join(err, w.end(ctx))
-	c.redis = w.delta
+	err = errors.Join(err, w.End(ctx))
+	c.redis = w.Delta
 	for i := range n {
 		if st := startAt[i].Load(); st != 0 {
 			c.lat = append(c.lat, time.Duration(st-sentAt[i].Load()))

@@ -27,14 +27,13 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"runtime/debug"
 	"time"
 
+	"github.com/batonhq/baton/bench/internal/goals"
 	"github.com/batonhq/baton/bench/internal/machine"
 	"github.com/batonhq/baton/bench/internal/redisstat"
 	"github.com/batonhq/baton/bench/internal/runflags"
-	"github.com/batonhq/baton/bench/internal/table"
-	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/bench/internal/testbed"
 )
 
 // plan holds the sizes and durations of one run.
@@ -88,55 +87,27 @@ func run(quick bool, parts, cpuprofile string) error {
 	if quick {
 		p = quickPlan
 	}
-	want := runflags.Parts(parts)
-
-	stopProfile, err := runflags.StartCPUProfile(cpuprofile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
-
-	srv, err := redistest.Start(nil)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-
 	ctx := context.Background()
-	stats, err := redisstat.NewReader(srv.Addr())
+	bed, err := testbed.Start(ctx, "bench-jobs", cpuprofile)
 	if err != nil {
 		return err
 	}
-	defer stats.Close()
+	defer bed.Close()
+	fmt.Printf("  peer:         github.com/hibiken/asynq %s\n", machine.ModuleVersion("github.com/hibiken/asynq"))
+	machine.PrintMode(os.Stdout, quick, "small sizes")
 
-	started := time.Now()
-	machine.PrintHeader(os.Stdout, "bench-jobs", redisstat.ServerVersion(ctx, stats), srv.Addr())
-	fmt.Printf("  peer:         github.com/hibiken/asynq %s\n", moduleVersion("github.com/hibiken/asynq"))
-	mode := "full"
-	if quick {
-		mode = "quick (-quick: small sizes, figures are noisy)"
+	e := &env{p: p, addr: bed.Addr, stats: bed.Stats, goals: &goals.List{}}
+	err = runflags.RunParts(ctx, parts, e, []runflags.Part[*env]{
+		{Name: "insert", Run: runInsert},
+		{Name: "e2e", Run: runE2E},
+		{Name: "latency", Run: runLatency},
+		{Name: "scripts", Run: runScripts},
+	})
+	if err != nil {
+		return err
 	}
-	fmt.Printf("  mode:         %s\n\n", mode)
-
-	g := &goals{}
-	e := &env{p: p, addr: srv.Addr(), stats: stats, goals: g}
-	for _, part := range []struct {
-		name string
-		run  func(context.Context, *env) error
-	}{
-		{"insert", runInsert},
-		{"e2e", runE2E},
-		{"latency", runLatency},
-		{"scripts", runScripts},
-	} {
-		if want[part.name] {
-			if err := part.run(ctx, e); err != nil {
-				return fmt.Errorf("%s: %w", part.name, err)
-			}
-		}
-	}
-	g.print()
-	fmt.Printf("total time %.0fs\n", time.Since(started).Seconds())
+	e.goals.Print(os.Stdout)
+	fmt.Printf("total time %.0fs\n", time.Since(bed.Started).Seconds())
 	return nil
 }
 
@@ -145,36 +116,5 @@ type env struct {
 	p     plan
 	addr  string
 	stats *redisstat.Reader
-	goals *goals
-}
-
-// goals collects the goal lines of the issue, printed together at the end.
-type goals struct{ lines []string }
-
-func (g *goals) add(ok bool, format string, args ...any) {
-	g.lines = append(g.lines, fmt.Sprintf("goal: "+format+"  -> %s", append(args, table.Verdict(ok))...))
-}
-
-func (g *goals) print() {
-	if len(g.lines) == 0 {
-		return
-	}
-	fmt.Println("Goals")
-	fmt.Println()
-	for _, l := range g.lines {
-		fmt.Println(l)
-	}
-	fmt.Println()
-}
-
-// moduleVersion is the version of module path built into this binary.
-func moduleVersion(path string) string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == path {
-				return d.Version
-			}
-		}
-	}
-	return "unknown"
+	goals *goals.List
 }

@@ -27,9 +27,9 @@ func runScripts(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	defer b.close()
-	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()) }()
-	drv := b.drv
+	defer b.Close()
+	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.Keys()) }()
+	drv := b.Driver
 	args, _ := json.Marshal(benchArgs{I: 1})
 	inserts := func(n int) []*batondriver.JobInsert {
 		out := make([]*batondriver.JobInsert, n)
@@ -47,8 +47,8 @@ func runScripts(ctx context.Context, e *env) error {
 	// step runs call until it has handled n jobs (or made maxCalls calls)
 	// and adds a row.
 	step := func(name string, n int, call func() (int, error)) error {
-		w := window{stats: e.stats, sent: &b.sent}
-		if err := w.start(ctx); err != nil {
+		w := redisstat.Window{Stats: e.stats, Sent: &b.Sent}
+		if err := w.Start(ctx); err != nil {
 			return err
 		}
 		t0 := time.Now()
@@ -62,14 +62,14 @@ func runScripts(ctx context.Context, e *env) error {
 			calls++
 		}
 		rtt := time.Since(t0) / time.Duration(max(calls, 1))
-		if err := w.end(ctx); err != nil {
+		if err := w.End(ctx); err != nil {
 			return err
 		}
-		ev := w.delta.Scripts()
+		ev := w.Delta.Scripts()
 		fd := float64(done)
 		t.Add(name, fmt.Sprint(calls), table.Float(fd/float64(calls), 1),
 			table.Float(float64(ev.Usec)/float64(max(ev.Calls, 1)), 1), table.Float(float64(ev.Usec)/fd, 2),
-			table.Float(float64(w.delta.Total)/fd, 1), table.Float(w.delta.CPU*1e6/fd, 1), table.Dur(rtt))
+			table.Float(float64(w.Delta.Total)/fd, 1), table.Float(w.Delta.CPU*1e6/fd, 1), table.Dur(rtt))
 		return nil
 	}
 
@@ -196,8 +196,8 @@ func roundTripFloor(ctx context.Context, e *env) error {
 		}
 	}
 	for i, c := range clients {
-		t.Add(c.name, table.Float(median(rtts[i]), 1)+"µs", table.Float(slices.Min(rtts[i]), 0)+".."+table.Float(slices.Max(rtts[i]), 0)+"µs",
-			table.Float(median(cpus[i]), 1))
+		t.Add(c.name, table.Float(loadgen.Median(rtts[i]), 1)+"µs", table.Float(slices.Min(rtts[i]), 0)+".."+table.Float(slices.Max(rtts[i]), 0)+"µs",
+			table.Float(loadgen.Median(cpus[i]), 1))
 	}
 	t.Print(os.Stdout)
 	return nil

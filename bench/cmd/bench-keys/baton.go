@@ -8,12 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
-	"github.com/batonhq/baton/batondriver/batonredis"
-	"github.com/batonhq/baton/bench/internal/cmdcount"
+	"github.com/batonhq/baton/bench/internal/jobcell"
+	"github.com/batonhq/baton/bench/internal/loadgen"
 )
 
 // keyArgs is the job of every Baton cell: its index, and the customer its
@@ -34,14 +32,10 @@ func keyed(limit int) *baton.InsertOpts {
 	return &baton.InsertOpts{Concurrency: &baton.ConcurrencyOpts{Key: customerKey, Limit: limit, OnBusy: baton.OnBusyWait}}
 }
 
-// batonSide is the Baton end of one cell: its own rueidis client (default
-// options, commands counted), a batonredis driver on a key prefix of its
-// own, the driver seen through tracedDriver, and a Client.
+// batonSide is the Baton end of one cell (package jobcell), its driver
+// seen through tracedDriver, and a Client.
 type batonSide struct {
-	prefix string
-	sent   atomic.Int64
-	rc     rueidis.Client
-	drv    *batonredis.Driver
+	*jobcell.Baton
 	td     *tracedDriver
 	client *baton.Client
 }
@@ -49,53 +43,29 @@ type batonSide struct {
 // newBatonSide makes a Baton cell on key prefix with Concurrency workers
 // running work; everything else is Baton's default. Its logs are discarded.
 func newBatonSide(addr, prefix string, workers int, work baton.WorkFunc[keyArgs]) (*batonSide, error) {
-	b := &batonSide{prefix: prefix}
-	rc, err := cmdcount.NewRueidis(addr, &b.sent)
+	cell, err := jobcell.NewBaton(addr, prefix)
 	if err != nil {
 		return nil, err
 	}
-	b.rc = rc
-	drv, err := batonredis.New(rc, &batonredis.Config{Prefix: prefix})
-	if err != nil {
-		rc.Close()
-		return nil, err
-	}
-	b.drv = drv
-	b.td = &tracedDriver{JobDriver: drv, base: time.Now()}
+	b := &batonSide{Baton: cell, td: &tracedDriver{JobDriver: cell.Driver, base: time.Now()}}
 	ws := baton.NewWorkers()
 	baton.AddWorker[keyArgs](ws, work, nil)
 	b.client, err = baton.NewClient(b.td, &baton.Config{
 		Workers: ws, Concurrency: workers, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		b.close()
+		cell.Close()
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *batonSide) close() {
-	b.drv.Close()
-	b.rc.Close()
-}
-
-// keys is the pattern of every key of the cell.
-func (b *batonSide) keys() string { return b.prefix + ":*" }
-
 // insert inserts n jobs with InsertMany, 1000 at a time; job i is of
 // customer cust(i) with opts(i) (nil: no options).
 func (b *batonSide) insert(ctx context.Context, n int, cust func(i int) int, opts func(i int) *baton.InsertOpts) error {
-	batch := make([]*baton.InsertManyParams, 0, 1000)
-	for i := range n {
-		batch = append(batch, &baton.InsertManyParams{Args: keyArgs{I: i, Customer: cust(i)}, Opts: opts(i)})
-		if len(batch) == cap(batch) || i == n-1 {
-			if _, err := b.client.InsertMany(ctx, batch); err != nil {
-				return err
-			}
-			batch = batch[:0]
-		}
-	}
-	return nil
+	return jobcell.InsertBatches(ctx, b.client, n, func(i int) *baton.InsertManyParams {
+		return &baton.InsertManyParams{Args: keyArgs{I: i, Customer: cust(i)}, Opts: opts(i)}
+	})
 }
 
 // expect checks the counts of the queue's jobs by state (states not named
@@ -136,7 +106,7 @@ type tracedDriver struct {
 	// recorded counts outcomes the backend accepted (not stale); onRecorded,
 	// if set, counts them too.
 	recorded   atomic.Int64
-	onRecorded atomic.Pointer[countdown]
+	onRecorded atomic.Pointer[loadgen.Countdown]
 
 	// The last time each of these happened, in ns since base.
 	finishEnter, finishExit, waitExit, hitEnter, hitExit atomic.Int64
@@ -168,7 +138,7 @@ func (d *tracedDriver) JobFinish(ctx context.Context, p *batondriver.JobFinishPa
 		d.finished.Add(int64(len(p.Finished)))
 		d.recorded.Add(n)
 		if c := d.onRecorded.Load(); c != nil {
-			c.add(n)
+			c.Add(n)
 		}
 	}
 	return res, err

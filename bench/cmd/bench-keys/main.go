@@ -33,14 +33,13 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"runtime/debug"
 	"time"
 
+	"github.com/batonhq/baton/bench/internal/goals"
 	"github.com/batonhq/baton/bench/internal/machine"
 	"github.com/batonhq/baton/bench/internal/redisstat"
 	"github.com/batonhq/baton/bench/internal/runflags"
-	"github.com/batonhq/baton/bench/internal/table"
-	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/bench/internal/testbed"
 )
 
 // plan holds the sizes and durations of one run.
@@ -107,55 +106,28 @@ func run(quick bool, parts string, defaultCap time.Duration, cpuprofile string) 
 	if quick {
 		p = quickPlan
 	}
-	want := runflags.Parts(parts)
-
-	stopProfile, err := runflags.StartCPUProfile(cpuprofile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
-
-	srv, err := redistest.Start(nil)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-
 	ctx := context.Background()
-	stats, err := redisstat.NewReader(srv.Addr())
+	bed, err := testbed.Start(ctx, "bench-keys", cpuprofile)
 	if err != nil {
 		return err
 	}
-	defer stats.Close()
-
-	started := time.Now()
-	machine.PrintHeader(os.Stdout, "bench-keys", redisstat.ServerVersion(ctx, stats), srv.Addr())
+	defer bed.Close()
 	fmt.Printf("  peers:        github.com/hibiken/asynq %s, github.com/bsm/redislock %s\n",
-		moduleVersion("github.com/hibiken/asynq"), moduleVersion("github.com/bsm/redislock"))
-	mode := "full"
-	if quick {
-		mode = "quick (-quick: small sizes, figures are noisy)"
-	}
-	fmt.Printf("  mode:         %s\n\n", mode)
+		machine.ModuleVersion("github.com/hibiken/asynq"), machine.ModuleVersion("github.com/bsm/redislock"))
+	machine.PrintMode(os.Stdout, quick, "small sizes")
 
-	e := &env{p: p, addr: srv.Addr(), stats: stats, goals: &goals{}, defaultCap: defaultCap}
-	for _, part := range []struct {
-		name string
-		run  func(context.Context, *env) error
-	}{
-		{"onekey", runOneKey},
-		{"parked", runParked},
-		{"promotion", runPromotion},
-		{"throughput", runThroughput},
-	} {
-		if want[part.name] {
-			if err := part.run(ctx, e); err != nil {
-				return fmt.Errorf("%s: %w", part.name, err)
-			}
-		}
+	e := &env{p: p, addr: bed.Addr, stats: bed.Stats, goals: &goals.List{}, defaultCap: defaultCap}
+	err = runflags.RunParts(ctx, parts, e, []runflags.Part[*env]{
+		{Name: "onekey", Run: runOneKey},
+		{Name: "parked", Run: runParked},
+		{Name: "promotion", Run: runPromotion},
+		{Name: "throughput", Run: runThroughput},
+	})
+	if err != nil {
+		return err
 	}
-	e.goals.print()
-	fmt.Printf("total time %.0fs\n", time.Since(started).Seconds())
+	e.goals.Print(os.Stdout)
+	fmt.Printf("total time %.0fs\n", time.Since(bed.Started).Seconds())
 	return nil
 }
 
@@ -164,37 +136,6 @@ type env struct {
 	p          plan
 	addr       string
 	stats      *redisstat.Reader
-	goals      *goals
+	goals      *goals.List
 	defaultCap time.Duration
-}
-
-// goals collects the goal lines of the issue, printed together at the end.
-type goals struct{ lines []string }
-
-func (g *goals) add(ok bool, format string, args ...any) {
-	g.lines = append(g.lines, fmt.Sprintf("goal: "+format+"  -> %s", append(args, table.Verdict(ok))...))
-}
-
-func (g *goals) print() {
-	if len(g.lines) == 0 {
-		return
-	}
-	fmt.Println("Goals")
-	fmt.Println()
-	for _, l := range g.lines {
-		fmt.Println(l)
-	}
-	fmt.Println()
-}
-
-// moduleVersion is the version of module path built into this binary.
-func moduleVersion(path string) string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == path {
-				return d.Version
-			}
-		}
-	}
-	return "unknown"
 }

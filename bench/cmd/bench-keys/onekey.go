@@ -13,6 +13,8 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/bench/internal/jobcell"
+	"github.com/batonhq/baton/bench/internal/loadgen"
 	"github.com/batonhq/baton/bench/internal/redisstat"
 	"github.com/batonhq/baton/bench/internal/table"
 )
@@ -63,11 +65,11 @@ type section struct {
 	busy atomic.Int64 // ns spent in the section, summed
 	held atomic.Int64 // ns spent in handlers, summed
 	last atomic.Int64 // ns since base of the last return
-	done *countdown
+	done *loadgen.Countdown
 }
 
 func newSection(work time.Duration, jobs int) *section {
-	return &section{work: work, base: time.Now(), done: newCountdown(jobs)}
+	return &section{work: work, base: time.Now(), done: loadgen.NewCountdown(jobs)}
 }
 
 // hold counts the time since t0 as spent in a handler.
@@ -81,7 +83,7 @@ func (s *section) run() {
 	s.busy.Add(int64(t1.Sub(t0)))
 	s.in.Add(-1)
 	s.last.Store(int64(t1.Sub(s.base)))
-	s.done.add(1)
+	s.done.Add(1)
 }
 
 // oneCell is the result of one round of a row of part 1, or the sum of
@@ -104,7 +106,6 @@ type oneCell struct {
 func (c *oneCell) add(o oneCell) {
 	if c.rounds == 0 {
 		c.finished = true
-		c.redis.Cmds = map[string]redisstat.CmdStat{}
 	}
 	c.rounds++
 	c.jobs += o.jobs
@@ -172,7 +173,7 @@ func runOneKey(ctx context.Context, e *env) error {
 	for _, ri := range rows {
 		r, c := oneRows[ri], sums[ri]
 		done := float64(max(c.done, 1))
-		med := median(walls[ri])
+		med := loadgen.Median(walls[ri])
 		doneCell, wall, ratio := fmt.Sprint(c.done/c.rounds), fmt.Sprintf("%.2fs", med), table.Float(med/ideal.Seconds(), 2)
 		rng := "-"
 		if len(walls[ri]) > 1 {
@@ -233,10 +234,10 @@ func runOneKey(ctx context.Context, e *env) error {
 	table.PrintBreakdown(os.Stdout, "1. per row (-v): server command calls per completed job x µs per call", breakdown)
 	switch {
 	case batonWall > 0:
-		e.goals.add(batonWall.Seconds() <= 1.15*ideal.Seconds(), "one key, limit 1: wall <= 1.15x the serial ideal %v: %.2fs = %.2fx",
+		e.goals.Add(batonWall.Seconds() <= 1.15*ideal.Seconds(), "one key, limit 1: wall <= 1.15x the serial ideal %v: %.2fs = %.2fx",
 			ideal, batonWall.Seconds(), batonWall.Seconds()/ideal.Seconds())
 	case batonWall < 0:
-		e.goals.add(false, "one key, limit 1: wall <= 1.15x the serial ideal %v: not finished", ideal)
+		e.goals.Add(false, "one key, limit 1: wall <= 1.15x the serial ideal %v: not finished", ideal)
 	}
 	return nil
 }
@@ -255,8 +256,8 @@ func oneBaton(ctx context.Context, e *env, prefix string) (oneCell, error) {
 	if err != nil {
 		return oneCell{}, err
 	}
-	defer b.close()
-	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()) }()
+	defer b.Close()
+	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.Keys()) }()
 	if err := b.insert(ctx, p.oneJobs, func(int) int { return 42 }, func(int) *baton.InsertOpts { return keyed(1) }); err != nil {
 		return oneCell{}, err
 	}
@@ -264,8 +265,8 @@ func oneBaton(ctx context.Context, e *env, prefix string) (oneCell, error) {
 		return oneCell{}, fmt.Errorf("after the insert: %w", err)
 	}
 
-	w := window{stats: e.stats, sent: &b.sent}
-	if err := w.start(ctx); err != nil {
+	w := redisstat.Window{Stats: e.stats, Sent: &b.Sent}
+	if err := w.Start(ctx); err != nil {
 		return oneCell{}, err
 	}
 	before := b.td.counts()
@@ -273,11 +274,11 @@ func oneBaton(ctx context.Context, e *env, prefix string) (oneCell, error) {
 	if err := b.client.Start(ctx); err != nil {
 		return oneCell{}, err
 	}
-	finished := s.done.wait(p.oneLimit)
-	err = w.end(ctx)
-	c := oneCell{jobs: p.oneJobs, done: int(s.done.n.Load()), finished: finished, limit: p.oneLimit,
+	finished := s.done.Wait(p.oneLimit)
+	err = w.End(ctx)
+	c := oneCell{jobs: p.oneJobs, done: int(s.done.Count()), finished: finished, limit: p.oneLimit,
 		wall: time.Duration(s.last.Load()) - t0, busy: time.Duration(s.busy.Load()), tries: calls.Load(),
-		most: s.most.v.Load(), redis: w.delta, drv: b.td.counts().sub(before)}
+		most: s.most.v.Load(), redis: w.Delta, drv: b.td.counts().sub(before)}
 	err = errors.Join(err, b.stop(p.stopGrace))
 	c.held = time.Duration(s.held.Load())
 	if finished {
@@ -292,16 +293,17 @@ func oneAsynq(ctx context.Context, e *env, r oneRow, queue string) (oneCell, err
 	cfg := r.cfg
 	cfg.Concurrency = p.oneWorkers
 	a := newAsynqSide(e.addr, queue, cfg)
-	defer a.close()
+	defer a.Close()
 	defer func() {
-		_, _ = redisstat.DeleteKeys(context.Background(), e.addr, asynqDB, a.keys())
-		_, _ = redisstat.DeleteKeys(context.Background(), e.addr, asynqDB, a.lockKey())
+		_, _ = redisstat.DeleteKeys(context.Background(), e.addr, jobcell.AsynqDB, a.Keys())
+		_, _ = redisstat.DeleteKeys(context.Background(), e.addr, jobcell.AsynqDB, a.lockKey())
 	}()
 	var opts []asynq.Option
 	if r.poll == 0 {
 		opts = append(opts, asynq.MaxRetry(asynqMaxRetry))
 	}
-	if err := a.backlog(ctx, p.oneJobs, opts...); err != nil {
+	customer42 := func(i int) any { return keyArgs{I: i, Customer: 42} }
+	if err := a.Backlog(ctx, p.oneJobs, customer42, opts...); err != nil {
 		return oneCell{}, err
 	}
 	s := newSection(p.oneWork, p.oneJobs)
@@ -332,24 +334,24 @@ func oneAsynq(ctx context.Context, e *env, r oneRow, queue string) (oneCell, err
 	if r.capped {
 		limit = e.defaultCap
 	}
-	w := window{stats: e.stats, sent: &a.sent}
-	if err := w.start(ctx); err != nil {
+	w := redisstat.Window{Stats: e.stats, Sent: &a.Sent}
+	if err := w.Start(ctx); err != nil {
 		return oneCell{}, err
 	}
 	t0 := time.Since(s.base)
-	if err := a.srv.Start(handler); err != nil {
+	if err := a.Server.Start(handler); err != nil {
 		return oneCell{}, err
 	}
-	finished := s.done.wait(limit)
-	err := w.end(ctx)
-	c := oneCell{jobs: p.oneJobs, done: int(s.done.n.Load()), finished: finished, limit: limit,
+	finished := s.done.Wait(limit)
+	err := w.End(ctx)
+	c := oneCell{jobs: p.oneJobs, done: int(s.done.Count()), finished: finished, limit: limit,
 		wall: time.Duration(s.last.Load()) - t0, busy: time.Duration(s.busy.Load()),
 		tries: calls.Load() + backoffs.Load(), most: s.most.v.Load(), errs: errs.Load(),
-		redis: w.delta}
-	a.srv.Shutdown()
+		redis: w.Delta}
+	a.Server.Shutdown()
 	c.held = time.Duration(s.held.Load())
 	if finished {
-		info, ierr := a.insp.GetQueueInfo(a.queue)
+		info, ierr := a.Inspector.GetQueueInfo(a.Queue)
 		if ierr != nil {
 			return c, errors.Join(err, ierr)
 		}

@@ -86,7 +86,7 @@ func runParked(ctx context.Context, e *env) error {
 	table.PrintBreakdown(os.Stdout, "2. per size (-v): server command calls per completed job x µs per call", breakdown)
 	if len(calls) > 1 {
 		lo, hi := slices.Min(calls), slices.Max(calls)
-		e.goals.add(hi <= 1.05*lo, "Redis commands per job flat in the number parked (within 5%%): %.1f..%.1f server calls/job", lo, hi)
+		e.goals.Add(hi <= 1.05*lo, "Redis commands per job flat in the number parked (within 5%%): %.1f..%.1f server calls/job", lo, hi)
 	}
 	return nil
 }
@@ -99,13 +99,13 @@ func parkedCell(ctx context.Context, e *env, n int, prefix string) (parkCell, er
 	var (
 		b       *batonSide
 		started atomic.Int64
-		w       window
+		w       redisstat.Window
 		first   loadgen.FirstError
 		tw      time.Time
 		elapsed time.Duration
 		before  driverCounts
 		drv     driverCounts
-		ended   = newCountdown(1)
+		ended   = loadgen.NewCountdown(1)
 		mu      sync.Mutex // orders the two handlers' writes (they meet through Redis)
 	)
 	// The handler of the job that opens the window, and that of the first
@@ -117,18 +117,18 @@ func parkedCell(ctx context.Context, e *env, n int, prefix string) (parkCell, er
 		defer mu.Unlock()
 		switch started.Add(1) {
 		case int64(warm + 1):
-			w = window{stats: e.stats, sent: &b.sent}
-			if err := w.start(ctx); err != nil {
+			w = redisstat.Window{Stats: e.stats, Sent: &b.Sent}
+			if err := w.Start(ctx); err != nil {
 				first.Set(err)
 			}
 			before, tw = b.td.counts(), time.Now()
 		case int64(warm + win + 1):
 			elapsed = time.Since(tw)
 			drv = b.td.counts().sub(before)
-			if err := w.end(ctx); err != nil {
+			if err := w.End(ctx); err != nil {
 				first.Set(err)
 			}
-			ended.add(1)
+			ended.Add(1)
 		}
 		return nil
 	}
@@ -136,8 +136,8 @@ func parkedCell(ctx context.Context, e *env, n int, prefix string) (parkCell, er
 	if err != nil {
 		return parkCell{}, err
 	}
-	defer b.close()
-	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()) }()
+	defer b.Close()
+	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.Keys()) }()
 	t0 := time.Now()
 	if err := b.insert(ctx, n, func(int) int { return 7 }, func(int) *baton.InsertOpts { return keyed(1) }); err != nil {
 		return parkCell{}, err
@@ -149,7 +149,7 @@ func parkedCell(ctx context.Context, e *env, n int, prefix string) (parkCell, er
 	if err := b.client.Start(ctx); err != nil {
 		return parkCell{}, err
 	}
-	ok := ended.wait(p.parkLimit)
+	ok := ended.Wait(p.parkLimit)
 	err = b.stop(p.stopGrace)
 	mu.Lock()
 	defer mu.Unlock()
@@ -159,5 +159,5 @@ func parkedCell(ctx context.Context, e *env, n int, prefix string) (parkCell, er
 	if first.Err != nil {
 		return parkCell{}, errors.Join(err, first.Err)
 	}
-	return parkCell{n: n, warm: warm, window: win, insert: ins, elapsed: elapsed, redis: w.delta, drv: drv}, err
+	return parkCell{n: n, warm: warm, window: win, insert: ins, elapsed: elapsed, redis: w.Delta, drv: drv}, err
 }

@@ -48,7 +48,7 @@ func runPromotion(ctx context.Context, e *env) error {
 		lastRet int64 // ns since the driver's base
 		lat     []time.Duration
 		steps   = make([][]time.Duration, len(promoEvents)-1)
-		done    = newCountdown(n)
+		done    = loadgen.NewCountdown(n)
 	)
 	work := func(ctx context.Context, job *baton.Job[keyArgs]) error {
 		td := b.td
@@ -69,33 +69,33 @@ func runPromotion(ctx context.Context, e *env) error {
 		mu.Lock()
 		lastRet = td.now()
 		mu.Unlock()
-		done.add(1)
+		done.Add(1)
 		return nil
 	}
 	b, err := newBatonSide(e.addr, "bkl", promoWorkers, work)
 	if err != nil {
 		return err
 	}
-	defer b.close()
-	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()) }()
+	defer b.Close()
+	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.Keys()) }()
 	if err := b.insert(ctx, n, func(int) int { return 9 }, func(int) *baton.InsertOpts { return keyed(1) }); err != nil {
 		return err
 	}
 	if err := b.expect(ctx, map[baton.JobState]int{baton.JobStateAvailable: 1, baton.JobStateParked: n - 1}); err != nil {
 		return fmt.Errorf("after the insert: %w", err)
 	}
-	w := window{stats: e.stats, sent: &b.sent}
-	if err := w.start(ctx); err != nil {
+	w := redisstat.Window{Stats: e.stats, Sent: &b.Sent}
+	if err := w.Start(ctx); err != nil {
 		return err
 	}
 	if err := b.client.Start(ctx); err != nil {
 		return err
 	}
-	ok := done.wait(time.Duration(n)*promoWork*20 + 10*time.Second)
-	err = w.end(ctx)
+	ok := done.Wait(time.Duration(n)*promoWork*20 + 10*time.Second)
+	err = w.End(ctx)
 	err = errors.Join(err, b.stop(p.stopGrace))
 	if !ok {
-		return errors.Join(err, fmt.Errorf("only %d of %d jobs done", done.n.Load(), n))
+		return errors.Join(err, fmt.Errorf("only %d of %d jobs done", done.Count(), n))
 	}
 	if err != nil {
 		return err
@@ -123,13 +123,13 @@ func runPromotion(ctx context.Context, e *env) error {
 	t.Note("  timed by a wrapper around the driver: the last such event before the handler started and after the")
 	t.Note("  return; seen: in how many promotions the event fell in that gap (a wake can come from a timer instead).")
 	t.Note("Whole run: %.2f server calls, %.2f scripts, %.1f µs of Redis CPU per job.",
-		float64(w.delta.Total)/jobs, float64(evalsha(w.delta))/jobs, w.delta.CPU*1e6/jobs)
+		float64(w.Delta.Total)/jobs, float64(evalsha(w.Delta))/jobs, w.Delta.CPU*1e6/jobs)
 	t.Print(os.Stdout)
 	if verbose {
-		table.PrintBreakdown(os.Stdout, "3. (-v): server command calls per job x µs per call", []string{w.delta.Describe(int64(n))})
+		table.PrintBreakdown(os.Stdout, "3. (-v): server command calls per job x µs per call", []string{w.Delta.Describe(int64(n))})
 	}
 	p99 := loadgen.Percentile(lat, 0.99)
-	e.goals.add(p99 <= 5*time.Millisecond, "promotion latency p99 <= 5ms: p50 %s, p99 %s",
+	e.goals.Add(p99 <= 5*time.Millisecond, "promotion latency p99 <= 5ms: p50 %s, p99 %s",
 		table.Dur(loadgen.Percentile(lat, 0.5)), table.Dur(p99))
 	return nil
 }

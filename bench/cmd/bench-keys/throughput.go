@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/bench/internal/loadgen"
 	"github.com/batonhq/baton/bench/internal/redisstat"
 	"github.com/batonhq/baton/bench/internal/table"
 )
@@ -32,9 +32,6 @@ func (c *tpCell) add(o tpCell) {
 	c.jobs += o.jobs
 	c.elapsed += o.elapsed
 	c.cpu += o.cpu
-	if c.redis.Cmds == nil {
-		c.redis.Cmds = map[string]redisstat.CmdStat{}
-	}
 	c.redis.Add(o.redis)
 	c.drv.add(o.drv)
 }
@@ -82,7 +79,7 @@ func runThroughput(ctx context.Context, e *env) error {
 		}
 		jobs, secs := float64(s.jobs), s.elapsed.Seconds()
 		redisstat.CheckCounters(&s.redis)
-		t.Add(r.name, table.Rate(median(rates[r.name])), table.Range(rates[r.name]),
+		t.Add(r.name, table.Rate(loadgen.Median(rates[r.name])), table.Range(rates[r.name]),
 			table.Float(float64(s.redis.Client)/jobs, 2), table.Float(float64(s.redis.Total)/jobs, 1),
 			table.Float(float64(evalsha(s.redis))/jobs, 3), table.Float(float64(scriptUsec(s.redis))/jobs, 1),
 			table.Float(s.redis.CPU*1e6/jobs, 1), fmt.Sprintf("%.0f%%", 100*s.redis.CPU/secs),
@@ -104,8 +101,8 @@ func runThroughput(ctx context.Context, e *env) error {
 	t.Print(os.Stdout)
 	table.PrintBreakdown(os.Stdout, "4. per row (-v): server command calls per job x µs per call", breakdown)
 	if nk, k := rates[rows[0].name], rates[rows[1].name]; len(nk) > 0 && len(k) > 0 {
-		a, b := median(k), median(nk)
-		e.goals.add(a >= 0.8*b, "%s reach >= 80%% of the throughput with no key: %.0f / %.0f = %.0f%%", rows[1].name, a, b, 100*a/b)
+		a, b := loadgen.Median(k), loadgen.Median(nk)
+		e.goals.Add(a >= 0.8*b, "%s reach >= 80%% of the throughput with no key: %.0f / %.0f = %.0f%%", rows[1].name, a, b, 100*a/b)
 	}
 	return nil
 }
@@ -118,8 +115,8 @@ func tpBaton(ctx context.Context, e *env, r tpRow, prefix string) (tpCell, error
 	if err != nil {
 		return tpCell{}, err
 	}
-	defer b.close()
-	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.keys()) }()
+	defer b.Close()
+	defer func() { _, _ = redisstat.DeleteKeys(context.Background(), e.addr, 0, b.Keys()) }()
 	opts := func(int) *baton.InsertOpts { return nil }
 	want := map[baton.JobState]int{baton.JobStateAvailable: jobs}
 	if r.keyed {
@@ -136,10 +133,10 @@ func tpBaton(ctx context.Context, e *env, r tpRow, prefix string) (tpCell, error
 	if err := b.expect(ctx, want); err != nil {
 		return tpCell{}, fmt.Errorf("after the insert: %w", err)
 	}
-	recorded := newCountdown(jobs)
+	recorded := loadgen.NewCountdown(jobs)
 	b.td.onRecorded.Store(recorded)
-	w := window{stats: e.stats, sent: &b.sent}
-	if err := w.start(ctx); err != nil {
+	w := redisstat.Window{Stats: e.stats, Sent: &b.Sent}
+	if err := w.Start(ctx); err != nil {
 		return tpCell{}, err
 	}
 	before := b.td.counts()
@@ -147,24 +144,14 @@ func tpBaton(ctx context.Context, e *env, r tpRow, prefix string) (tpCell, error
 	if err := b.client.Start(ctx); err != nil {
 		return tpCell{}, err
 	}
-	ok := recorded.wait(p.tpCap)
+	ok := recorded.Wait(p.tpCap)
 	elapsed := time.Since(t0)
-	err = w.end(ctx)
+	err = w.End(ctx)
 	drv := b.td.counts().sub(before)
 	err = errors.Join(err, b.stop(p.stopGrace))
 	if !ok {
 		return tpCell{}, errors.Join(err, fmt.Errorf("not done within %v: %d recorded", p.tpCap, b.td.recorded.Load()))
 	}
 	err = errors.Join(err, b.expect(ctx, map[baton.JobState]int{baton.JobStateCompleted: jobs}))
-	return tpCell{jobs: int64(jobs), elapsed: elapsed, redis: w.delta, cpu: w.cpu, drv: drv}, err
-}
-
-// median returns the median of rs, 0 if empty.
-func median(rs []float64) float64 {
-	if len(rs) == 0 {
-		return 0
-	}
-	s := slices.Clone(rs)
-	slices.Sort(s)
-	return s[len(s)/2]
+	return tpCell{jobs: int64(jobs), elapsed: elapsed, redis: w.Delta, cpu: w.CPU, drv: drv}, err
 }

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/batonhq/baton/bench/internal/redisstat"
 	"os"
-	"slices"
 	"sync/atomic"
+
+	"github.com/batonhq/baton/bench/internal/loadgen"
+	"github.com/batonhq/baton/bench/internal/redisstat"
 )
 
 // pairGoroutines are the columns of the pairs tables.
@@ -27,14 +28,7 @@ type gridCell struct {
 }
 
 // median is the cell's figure: the median of its rounds' rates.
-func (c *gridCell) median() float64 {
-	if len(c.rates) == 0 {
-		return 0
-	}
-	s := slices.Clone(c.rates)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
+func (c *gridCell) median() float64 { return loadgen.Median(c.rates) }
 
 // runGrid measures every row at every goroutine count. The rows take turns:
 // each round runs every row once for p.pairCell, so a slow spell of the

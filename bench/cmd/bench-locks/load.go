@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/batonhq/baton/bench/internal/loadgen"
-	"github.com/batonhq/baton/bench/internal/redisstat"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonhq/baton/bench/internal/loadgen"
+	"github.com/batonhq/baton/bench/internal/redisstat"
 )
 
 // Iteration limits: every load loop also stops on these, so that none can
@@ -82,7 +83,7 @@ func (c *pairCell) add(o pairCell) {
 	}
 	if o.redis != nil {
 		if c.redis == nil {
-			c.redis = &redisstat.Snap{Cmds: map[string]redisstat.CmdStat{}}
+			c.redis = &redisstat.Snap{}
 		}
 		c.redis.Add(*o.redis)
 	}

@@ -26,9 +26,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/bench/internal/machine"
-	"github.com/batonhq/baton/bench/internal/redisstat"
 	"github.com/batonhq/baton/bench/internal/runflags"
-	"github.com/batonhq/baton/internal/redistest"
+	"github.com/batonhq/baton/bench/internal/testbed"
 )
 
 // plan holds the durations of one run.
@@ -77,40 +76,21 @@ func run(quick bool, parts, cpuprofile string) error {
 	}
 	want := runflags.Parts(parts)
 
-	stopProfile, err := runflags.StartCPUProfile(cpuprofile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
-
-	srv, err := redistest.Start(nil)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-
 	ctx := context.Background()
-	stats, err := redisstat.NewReader(srv.Addr())
+	bed, err := testbed.Start(ctx, "bench-locks", cpuprofile)
 	if err != nil {
 		return err
 	}
-	defer stats.Close()
-
-	started := time.Now()
-	machine.PrintHeader(os.Stdout, "bench-locks", redisstat.ServerVersion(ctx, stats), srv.Addr())
-	mode := "full"
-	if quick {
-		mode = "quick (-quick: short windows, figures are noisy)"
-	}
-	fmt.Printf("  mode:         %s\n\n", mode)
+	defer bed.Close()
+	machine.PrintMode(os.Stdout, quick, "short windows")
 
 	if want["uncontended"] {
-		if err := runUncontended(ctx, p, srv.Addr(), stats); err != nil {
+		if err := runUncontended(ctx, p, bed.Addr, bed.Stats); err != nil {
 			return err
 		}
 	}
 	if want["contended"] {
-		if err := runContended(ctx, p, srv.Addr(), stats); err != nil {
+		if err := runContended(ctx, p, bed.Addr, bed.Stats); err != nil {
 			return err
 		}
 	}
@@ -119,6 +99,6 @@ func run(quick bool, parts, cpuprofile string) error {
 			return err
 		}
 	}
-	fmt.Printf("total time %.0fs\n", time.Since(started).Seconds())
+	fmt.Printf("total time %.0fs\n", time.Since(bed.Started).Seconds())
 	return nil
 }

@@ -3,6 +3,7 @@
 package runflags
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"regexp"
@@ -35,6 +36,29 @@ func Parts(s string) map[string]bool {
 		want[strings.TrimSpace(p)] = true
 	}
 	return want
+}
+
+// Part is one part of a command's run, named in -parts.
+type Part[E any] struct {
+	// Name is the part's name in -parts.
+	Name string
+	// Run runs the part with the command's environment.
+	Run func(ctx context.Context, e E) error
+}
+
+// RunParts runs, in order, the parts whose names the -parts list s holds,
+// each with e. It stops at the first error, which it returns prefixed with
+// the part's name.
+func RunParts[E any](ctx context.Context, s string, e E, parts []Part[E]) error {
+	want := Parts(s)
+	for _, p := range parts {
+		if want[p.Name] {
+			if err := p.Run(ctx, e); err != nil {
+				return fmt.Errorf("%s: %w", p.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // StartCPUProfile writes a CPU profile of this process to path (-cpuprofile)
