@@ -508,11 +508,26 @@ func (r *runner) outcome(e *execution, err error, log *slog.Logger) *batondriver
 	return f
 }
 
-// complete records outcomes in batches: whatever arrived while the last
-// batch was in flight goes in the next, one call per queue.
+// maxFinishing is how many JobFinish calls may be in flight at once. A
+// finish also leases the next jobs for the workers it frees (handoff), so
+// the completer is the pool's fetcher too: one call at a time would make
+// its round trip the pool's ceiling.
+const maxFinishing = 4
+
+// complete records outcomes in batches, up to maxFinishing calls at once:
+// when a call slot is free, whatever has arrived goes in the next batch, one
+// call per queue.
 func (r *runner) complete() {
 	defer close(r.finished)
-	for first := range r.finishes {
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	free := make(chan struct{}, maxFinishing)
+	for {
+		free <- struct{}{} // a call slot, before taking work: batches grow while all are busy
+		first, ok := <-r.finishes
+		if !ok {
+			return
+		}
 		batch := map[string][]*batondriver.JobFinish{}
 		slots := map[string]int{}
 		add := func(it *finishItem) {
@@ -534,9 +549,13 @@ func (r *runner) complete() {
 				break drain
 			}
 		}
-		for queue, fs := range batch {
-			r.finish(queue, fs, slots[queue])
-		}
+		calls.Add(1)
+		go func() {
+			defer func() { <-free; calls.Done() }()
+			for queue, fs := range batch {
+				r.finish(queue, fs, slots[queue])
+			}
+		}()
 	}
 }
 
