@@ -993,20 +993,26 @@ func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		// The order follows the parked counts.
 		require.NoError(t, f.del(holders[ke].ID)) // promotes e's parked job
 		require.Equal(t, []string{kb, kc, ka, kd, ke}, f.keyNames())
-		f.insertIn(parked, keyJob(ka, 1))
-		f.insertIn(parked, keyJob(ka, 1))
-		f.insertIn(parked, keyJob(ka, 1))
+		pa := []*batondriver.JobRow{
+			f.insertIn(parked, keyJob(ka, 1)),
+			f.insertIn(parked, keyJob(ka, 1)),
+			f.insertIn(parked, keyJob(ka, 1)),
+		}
 		require.Equal(t, []string{ka, kb, kc, kd, ke}, f.keyNames())
+		// Deleting parked jobs lowers the count too: a has 1 left.
+		require.NoError(t, f.del(pa[0].ID))
+		require.NoError(t, f.del(pa[2].ID))
+		require.Equal(t, []string{kb, kc, ka, kd, ke}, f.keyNames())
 
 		// Keys that go idle leave the list.
 		f.resetLimit(kd)
-		require.Equal(t, []string{ka, kb, kc, ke}, f.keyNames())
+		require.Equal(t, []string{kb, kc, ka, ke}, f.keyNames())
 		for _, r := range f.list(available, 0, 0).Jobs {
 			if r.Key == ke {
 				require.NoError(t, f.del(r.ID))
 			}
 		}
-		require.Equal(t, []string{ka, kb, kc}, f.keyNames())
+		require.Equal(t, []string{kb, kc, ka}, f.keyNames())
 		f.requireIdle(ke)
 		f.requireIdle(kd)
 
