@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
 )
 
 type webhookArgs struct {
@@ -317,5 +318,53 @@ func TestHungJobReleasesItsKey(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("the hung job kept its key")
 		}
+	})
+}
+
+// countingDriver counts JobFetch calls and the jobs JobFinish leased.
+type countingDriver struct {
+	batondriver.JobDriver
+	fetches, leasedByFinish atomic.Int64
+}
+
+func (d *countingDriver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	d.fetches.Add(1)
+	return d.JobDriver.JobFetch(ctx, p)
+}
+
+func (d *countingDriver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	res, err := d.JobDriver.JobFinish(ctx, p)
+	if err == nil {
+		d.leasedByFinish.Add(int64(len(res.Jobs)))
+	}
+	return res, err
+}
+
+// A client working one queue hands a finished job's worker to the next job
+// in the finish itself: a key of limit 1 works off its backlog without a
+// fetch per job.
+func TestFinishHandsWorkerOn(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := &countingDriver{JobDriver: newJobDriver(t)}
+		var done atomic.Int32
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error {
+			done.Add(1)
+			return nil
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet, PollInterval: 5 * time.Second})
+		require.NoError(t, err)
+		jobs := make([]*baton.InsertManyParams, 50)
+		for i := range jobs {
+			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: "a", N: i}}
+		}
+		_, err = c.InsertMany(t.Context(), jobs)
+		require.NoError(t, err)
+		start(t, c)
+		require.Eventually(t, func() bool { return done.Load() == 50 }, 10*time.Second, time.Millisecond)
+		t.Logf("%d fetches, %d jobs leased by finishes", d.fetches.Load(), d.leasedByFinish.Load())
+		require.GreaterOrEqual(t, d.leasedByFinish.Load(), int64(45), "the promoted jobs start from the finish")
+		require.Less(t, d.fetches.Load(), int64(10))
 	})
 }
