@@ -30,8 +30,9 @@ type JobListOpts struct {
 	Offset int
 }
 
-// JobList lists a queue's jobs in one state, oldest first, and how many
-// there are in all.
+// JobList lists a queue's jobs in one state, oldest first (available jobs
+// in the order they will be fetched: priority, then when they became
+// available), and how many there are in all.
 func (c *Client) JobList(ctx context.Context, queue string, state JobState, opts *JobListOpts) ([]*JobRow, int, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, 0, fmt.Errorf("baton: job list: %w", err)

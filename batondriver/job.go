@@ -53,8 +53,9 @@ type JobDriver interface {
 	// JobGet returns one job, or ErrJobNotFound.
 	JobGet(ctx context.Context, p *JobGetParams) (*JobRow, error)
 
-	// JobList lists a queue's jobs in one state, oldest first, a page at a
-	// time.
+	// JobList lists a queue's jobs in one state, a page at a time: oldest
+	// first, but available jobs in the order they will be fetched
+	// (priority, then the order they became available).
 	JobList(ctx context.Context, p *JobListParams) (*JobListResult, error)
 
 	// JobRetry admits a dead, cancelled, dropped or scheduled job now with
@@ -377,8 +378,11 @@ type QueueStatsResult struct {
 	// Dropped counts the jobs ever dropped by OnBusyDrop (or a busy
 	// OnBusyFail when due), including those swept since.
 	Dropped int64
-	// OldestAvailable is the RunAt of the available job that has waited
-	// longest, or zero.
+	// OldestAvailable is the earliest RunAt among the available jobs at the
+	// front of the queue, the first of each priority; zero if none is
+	// available. It is the longest wait unless a job became available well
+	// after its RunAt (a scheduled job admitted late, a promoted parked
+	// job) and so queues behind younger jobs of its priority.
 	OldestAvailable time.Time
 }
 

@@ -963,14 +963,16 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 			withJob(func(j *batondriver.JobInsert) { j.RunAt = now.Add(time.Hour) }),
 			withJob(func(j *batondriver.JobInsert) { j.RunAt = now.Add(2 * time.Hour) }),
 		)
-		// available, by RunAt, not by priority
+		// available, in fetch order: by priority, then arrival
 		a1 := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.Priority = 5 }))
 		pause()
 		a2 := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.Priority = 0 }))
+		pause()
+		a3 := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.Priority = 5 }))
 
 		for state, want := range map[batondriver.JobState][]string{
 			batondriver.JobStateScheduled: {ss[1].ID, ss[2].ID, ss[0].ID},
-			batondriver.JobStateAvailable: {a1.ID, a2.ID},
+			batondriver.JobStateAvailable: {a2.ID, a1.ID, a3.ID},
 			batondriver.JobStateRunning:   {r1.ID, r2.ID},
 			batondriver.JobStateCompleted: {ts[1].ID, ts[0].ID},
 			batondriver.JobStateCancelled: {ts[2].ID},

@@ -57,9 +57,9 @@ type queueState struct {
 	// FinishedAt. Parked jobs leave by their key's FIFO (jobKey.parked);
 	// their heap, by ParkedAt then park order, serves JobList and counts.
 	states map[batondriver.JobState]*jobHeap
-	// byRunAt holds the available jobs again, by RunAt, for
-	// OldestAvailable.
-	byRunAt *jobHeap
+	// bands holds the available jobs again, a heap per priority by
+	// arrival, for OldestAvailable.
+	bands   [batondriver.MaxPriority + 1]jobHeap
 	seq     uint64 // numbers every entry into a state: arrival order
 	used    bool   // had a job: listed by QueueList
 	paused  bool
@@ -82,7 +82,7 @@ type job struct {
 	row      batondriver.JobRow
 	seq      uint64    // when it entered its state, in the queue's order
 	expireAt time.Time // completed: when it may be swept
-	pos      [2]int    // its index in its state's heap and (available) in byRunAt
+	pos      [2]int    // its index in its state's heap and (available) in its band
 
 	busyDelay time.Duration // OnBusyReschedule's delay
 	period    time.Duration // UniquePeriod's window
@@ -97,7 +97,7 @@ type jobWaiter struct {
 }
 
 func newQueueState() *queueState {
-	return &queueState{
+	q := &queueState{
 		jobs: make(map[string]*job),
 		states: map[batondriver.JobState]*jobHeap{
 			batondriver.JobStateScheduled: {less: timeThenSeq(runAt)},
@@ -109,11 +109,14 @@ func newQueueState() *queueState {
 			batondriver.JobStateParked:    {less: timeThenSeq(parkedAt)},
 			batondriver.JobStateDropped:   {less: timeThenSeq(finishedAt)},
 		},
-		byRunAt: &jobHeap{slot: 1, less: timeThenSeq(runAt)},
-		keys:    make(map[string]*jobKey),
-		active:  make(map[string]*jobKey),
-		claims:  make(map[string]*claim),
+		keys:   make(map[string]*jobKey),
+		active: make(map[string]*jobKey),
+		claims: make(map[string]*claim),
 	}
+	for i := range q.bands {
+		q.bands[i] = jobHeap{slot: 1, less: priorityThenSeq}
+	}
+	return q
 }
 
 func runAt(j *job) time.Time       { return j.row.RunAt }
@@ -142,7 +145,7 @@ func timeThenSeq(key func(*job) time.Time) func(a, b *job) bool {
 // listKey is the time JobList orders a state by, oldest first.
 func listKey(s batondriver.JobState) func(*job) time.Time {
 	switch s {
-	case batondriver.JobStateScheduled, batondriver.JobStateAvailable:
+	case batondriver.JobStateScheduled:
 		return runAt
 	case batondriver.JobStateRunning:
 		return attemptedAt
@@ -196,7 +199,7 @@ func (q *queueState) add(j *job, s batondriver.JobState) {
 	j.seq = q.seq
 	heap.Push(q.states[s], j)
 	if s == batondriver.JobStateAvailable {
-		heap.Push(q.byRunAt, j)
+		heap.Push(&q.bands[j.row.Priority], j)
 	}
 }
 
@@ -206,7 +209,7 @@ func (q *queueState) remove(j *job) {
 	heap.Remove(q.states[j.row.State], j.pos[0])
 	switch j.row.State {
 	case batondriver.JobStateAvailable:
-		heap.Remove(q.byRunAt, j.pos[1])
+		heap.Remove(&q.bands[j.row.Priority], j.pos[1])
 	case batondriver.JobStateParked:
 		q.keys[j.row.Key].parked.Remove(j.parkElem)
 		j.parkElem = nil
@@ -840,9 +843,10 @@ func (d *Driver) JobGet(_ context.Context, p *batondriver.JobGetParams) (*batond
 	return nil, notFound(p.Queue, p.ID)
 }
 
-// JobList implements batondriver.JobDriver. Scheduled and available jobs
-// are listed by RunAt, running ones by AttemptedAt, parked ones by ParkedAt
-// then park order, the others by FinishedAt. A Limit of 0 means 100. Each call sorts the state's jobs.
+// JobList implements batondriver.JobDriver. Available jobs are listed in
+// fetch order (priority, then arrival), scheduled ones by RunAt, running
+// ones by AttemptedAt, parked ones by ParkedAt then park order, the others
+// by FinishedAt. A Limit of 0 means 100. Each call sorts the state's jobs.
 func (d *Driver) JobList(_ context.Context, p *batondriver.JobListParams) (*batondriver.JobListResult, error) {
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
@@ -867,13 +871,16 @@ func (d *Driver) JobList(_ context.Context, p *batondriver.JobListParams) (*bato
 	}
 	all := slices.Clone(q.states[p.State].jobs)
 	res.Total = len(all)
-	key := listKey(p.State)
-	slices.SortFunc(all, func(a, b *job) int {
-		if c := key(a).Compare(key(b)); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
+	if p.State == batondriver.JobStateAvailable {
+		slices.SortFunc(all, func(a, b *job) int {
+			return cmp.Or(cmp.Compare(a.row.Priority, b.row.Priority), cmp.Compare(a.seq, b.seq))
+		})
+	} else {
+		key := listKey(p.State)
+		slices.SortFunc(all, func(a, b *job) int {
+			return cmp.Or(key(a).Compare(key(b)), cmp.Compare(a.seq, b.seq))
+		})
+	}
 	if p.Offset < len(all) {
 		for _, j := range all[p.Offset:min(p.Offset+limit, len(all))] {
 			res.Jobs = append(res.Jobs, j.copyRow())
@@ -973,8 +980,10 @@ func (d *Driver) QueueStats(_ context.Context, p *batondriver.QueueParams) (*bat
 	res.Paused = q.paused
 	res.Keys = len(q.active)
 	res.Dropped = q.dropped
-	if j := q.byRunAt.first(); j != nil {
-		res.OldestAvailable = j.row.RunAt
+	for i := range q.bands {
+		if j := q.bands[i].first(); j != nil && (res.OldestAvailable.IsZero() || j.row.RunAt.Before(res.OldestAvailable)) {
+			res.OldestAvailable = j.row.RunAt
+		}
 	}
 	return res, nil
 }

@@ -2,6 +2,7 @@ package batonmem
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -44,9 +45,16 @@ func checkIndexes(t *testing.T, q *queueState) {
 		n += h.Len()
 		check(string(st), h, st)
 	}
-	check("byRunAt", q.byRunAt, batondriver.JobStateAvailable)
+	banded := 0
+	for i := range q.bands {
+		check(fmt.Sprintf("band %d", i), &q.bands[i], batondriver.JobStateAvailable)
+		for _, j := range q.bands[i].jobs {
+			require.Equal(t, i, j.row.Priority, "job %s in the wrong band", j.row.ID)
+		}
+		banded += q.bands[i].Len()
+	}
 	require.Equal(t, len(q.jobs), n, "jobs outside every index")
-	require.Equal(t, q.states[batondriver.JobStateAvailable].Len(), q.byRunAt.Len())
+	require.Equal(t, q.states[batondriver.JobStateAvailable].Len(), banded)
 }
 
 // TestIndexesStayConsistent runs random transitions, with leases and delays

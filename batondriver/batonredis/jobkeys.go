@@ -12,7 +12,6 @@ import (
 //
 //	P:queue:{Q}:job:ID             hash: one job (fields in lua/joblib.lua)
 //	P:queue:{Q}:available          sorted set: ID, score = priority*2^42 + arrival number
-//	P:queue:{Q}:available_by_time  sorted set: "arrival:ID" of the same jobs, score = run_at (ms)
 //	P:queue:{Q}:scheduled          sorted set: ID, score = run_at (server ms)
 //	P:queue:{Q}:running            sorted set: ID, score = lease_until (server ms)
 //	P:queue:{Q}:completed          sorted set: ID, score = when to delete it (server ms)
@@ -45,14 +44,13 @@ const maxQueueLen = 128
 // them (lua/joblib.lua), followed by job keys where a script takes them.
 type queueKeys struct {
 	base string   // "P:queue:{Q}:"
-	keys []string // the sixteen queue keys
+	keys []string // the fifteen queue keys
 }
 
 // The positions of the queue keys in queueKeys.keys.
 const (
 	keyMeta = iota
 	keyAvailable
-	keyAvailableByTime
 	keyScheduled
 	keyRunning
 	keyCompleted
@@ -74,22 +72,21 @@ func (d *Driver) queueKeys(queue string) queueKeys {
 	return queueKeys{
 		base: base,
 		keys: []string{
-			keyMeta:            base + "meta",
-			keyAvailable:       base + "available",
-			keyAvailableByTime: base + "available_by_time",
-			keyScheduled:       base + "scheduled",
-			keyRunning:         base + "running",
-			keyCompleted:       base + "completed",
-			keyDead:            base + "dead",
-			keyCancelled:       base + "cancelled",
-			keyWake:            base + "wake",
-			keyJobPrefix:       base + "job:",
-			keyKeyPrefix:       base + "key:",
-			keyKeys:            base + "keys",
-			keyParked:          base + "parked",
-			keyDropped:         base + "dropped",
-			keyUnique:          base + "unique",
-			keyUniquePeriods:   base + "unique_periods",
+			keyMeta:          base + "meta",
+			keyAvailable:     base + "available",
+			keyScheduled:     base + "scheduled",
+			keyRunning:       base + "running",
+			keyCompleted:     base + "completed",
+			keyDead:          base + "dead",
+			keyCancelled:     base + "cancelled",
+			keyWake:          base + "wake",
+			keyJobPrefix:     base + "job:",
+			keyKeyPrefix:     base + "key:",
+			keyKeys:          base + "keys",
+			keyParked:        base + "parked",
+			keyDropped:       base + "dropped",
+			keyUnique:        base + "unique",
+			keyUniquePeriods: base + "unique_periods",
 		},
 	}
 }
@@ -109,7 +106,7 @@ func (k queueKeys) withJobs(ids ...string) []string {
 }
 
 // withSchedules returns the queue keys followed by the queue's schedules
-// hash, for the schedule scripts (KEYS[17]).
+// hash, for the schedule scripts (KEYS[16]).
 func (k queueKeys) withSchedules() []string {
 	keys := make([]string, 0, numQueueKeys+1)
 	keys = append(keys, k.keys...)

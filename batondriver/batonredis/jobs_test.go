@@ -537,9 +537,9 @@ func TestJobKeysOneSlot(t *testing.T) {
 	for q, slots := range bySlot {
 		require.Len(t, slots, 1, "queue %q spans slots %v", q, slots)
 	}
-	// available, available_by_time, scheduled, running, completed, dead,
-	// cancelled, meta, wake and six jobs per queue; and the queue set.
-	require.Len(t, keys, 3*(9+6)+1, "%v", keys)
+	// available, scheduled, running, completed, dead, cancelled, meta, wake
+	// and six jobs per queue; and the queue set.
+	require.Len(t, keys, 3*(8+6)+1, "%v", keys)
 }
 
 // Nothing grows without bound: once every job of a queue is done, only its

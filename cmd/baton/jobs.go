@@ -109,10 +109,12 @@ func (a *app) jobsListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [-q QUEUE] [--state STATE] [--limit N] [--offset N]",
 		Short: "List jobs in one state, oldest first",
-		Long: `List the jobs in one state, oldest first: available and scheduled ones by when
-they (are to) run, running ones by when they started, parked ones by when they were
+		Long: `List the jobs in one state, oldest first: available ones in the order they
+will be fetched (priority, then when they became available), scheduled ones by when
+they are to run, running ones by when they started, parked ones by when they were
 parked, the others by when they finished. Without -q the jobs of every queue are
-merged; then --offset plus --limit may not exceed 1000.
+merged (available ones by priority, then run time); then --offset plus --limit may
+not exceed 1000.
 
 States: ` + statesList() + `. Parked jobs
 wait for a slot of their concurrency key (see 'baton keys list'); dropped ones found
@@ -181,7 +183,7 @@ func listJobs(ctx context.Context, b *backend, queues []string, states []baton.J
 		}
 	}
 	slices.SortStableFunc(all, func(x, y *baton.JobRow) int {
-		return cmp.Or(orderTime(x).Compare(orderTime(y)), cmp.Compare(x.ID, y.ID))
+		return cmp.Or(listPriority(x)-listPriority(y), orderTime(x).Compare(orderTime(y)), cmp.Compare(x.ID, y.ID))
 	})
 	if page.offset >= len(all) {
 		return nil, total, nil
@@ -189,8 +191,18 @@ func listJobs(ctx context.Context, b *backend, queues []string, states []baton.J
 	return all[page.offset:min(len(all), page.offset+page.limit)], total, nil
 }
 
-// orderTime is the time a job is listed by: the backend's order for its
-// state.
+// listPriority is what jobs of several queues are merged by first: the
+// priority of available jobs, which each queue lists in fetch order.
+func listPriority(r *baton.JobRow) int {
+	if r.State == baton.JobStateAvailable {
+		return r.Priority
+	}
+	return 0
+}
+
+// orderTime is the time jobs of several queues are merged by next: the
+// backend's order for its state, or for available jobs the time they may
+// run from.
 func orderTime(r *baton.JobRow) time.Time {
 	switch r.State {
 	case baton.JobStateAvailable, baton.JobStateScheduled:

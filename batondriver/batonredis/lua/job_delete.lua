@@ -1,6 +1,6 @@
 -- job_delete.lua: remove a job that is not running.
 --
--- KEYS: the queue keys (see joblib.lua), then KEYS[17] the job's key. This
+-- KEYS: the queue keys (see joblib.lua), then KEYS[16] the job's key. This
 -- script builds its concurrency key's keys from K (see joblib.lua).
 -- ARGV[1] the job's ID
 --
@@ -15,11 +15,7 @@ if not state then return NOT_FOUND end
 if state == 'running' then return RUNNING end
 local avail = new_batch()
 if state == 'available' then
-  local score = redis.call('ZSCORE', A, id)
-  if score then
-    redis.call('ZREM', T, t_member(id, tonumber(score)))
-    redis.call('ZREM', A, id)
-  end
+  redis.call('ZREM', A, id)
   release(avail, id, k, now_ms())
 else
   redis.call('ZREM', state_set(state), id)

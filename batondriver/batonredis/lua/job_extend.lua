@@ -1,6 +1,6 @@
 -- job_extend.lua: renew the leases of running jobs.
 --
--- KEYS: the queue keys (see joblib.lua), then KEYS[17..16+n] the jobs' keys.
+-- KEYS: the queue keys (see joblib.lua), then KEYS[16..15+n] the jobs' keys.
 -- ARGV[1] TTL in ms
 -- ARGV[2i], ARGV[2i+1] the ID and lease of the i-th job
 --

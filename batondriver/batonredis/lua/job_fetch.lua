@@ -63,7 +63,7 @@ if #due > 0 then
       j[FI.prio], j[FI.key], j[FI.limit], j[FI.onbusy], j[FI.delay], j[FI.errors], j[FI.attempt] =
         v[1], v[2], v[3], v[4], v[5], v[6], v[7]
       local t = {}
-      local code, at = admit(avail, t, id, j, tonumber(due[i + 1]), now, v[4] and v[4] ~= 'wait', false)
+      local code, at = admit(avail, t, id, j, now, v[4] and v[4] ~= 'wait', false)
       if code == SCHEDULED then
         resched[#resched + 1] = at
         resched[#resched + 1] = id
@@ -103,7 +103,7 @@ if #expired > 0 then
         local j = {}
         j[FI.prio], j[FI.key], j[FI.limit] = v[3], v[5], v[6]
         put(t, 'run_at', snow)
-        admit(avail, t, id, j, now, now, false, false)
+        admit(avail, t, id, j, now, false, false)
       end
       redis.call('HSET', key, unpack(t))
     end

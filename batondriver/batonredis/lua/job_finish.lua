@@ -1,6 +1,6 @@
 -- job_finish.lua: record the outcomes of leased attempts.
 --
--- KEYS: the queue keys (see joblib.lua), then KEYS[17..16+n] the jobs' keys.
+-- KEYS: the queue keys (see joblib.lua), then KEYS[16..15+n] the jobs' keys.
 -- This script builds concurrency keys' keys from K: the concurrency keys
 -- are stored in the jobs, and it may lease jobs popped from A (see the
 -- exception in joblib.lua).
@@ -69,7 +69,7 @@ end
 local function again(key, id, j, at, t)
   if at <= now then
     put(t, 'run_at', snow)
-    admit(avail, t, id, j, now, now, false, false)
+    admit(avail, t, id, j, now, false, false)
   else
     put(t, 'state', 'scheduled', 'run_at', int(at))
     sched[#sched + 1] = at

@@ -1,7 +1,7 @@
 -- job_insert.lua: add jobs to the queue, in order, each admitted now or
 -- scheduled, or resolved to a unique twin.
 --
--- KEYS: the queue keys (see joblib.lua), then KEYS[17..16+n] the keys of the
+-- KEYS: the queue keys (see joblib.lua), then KEYS[16..15+n] the keys of the
 -- n new jobs.
 -- ARGV: fifteen per job, in the order of the job keys: id, kind, args,
 -- priority, max attempts, tags (JSON or ""), metadata (or ""), run_at (ms;
@@ -85,7 +85,7 @@ for i = FIRST_JOB_KEY, #KEYS do
       code, at = SCHEDULED, run_at
     else
       put(t, 'run_at', snow)
-      code, at = admit(avail, t, id, v, now, now, true, true)
+      code, at = admit(avail, t, id, v, now, true, true)
     end
     if code == SCHEDULED then
       sched[#sched + 1] = at

@@ -1,4 +1,5 @@
--- job_list.lua: a page of the queue's jobs in one state, oldest first.
+-- job_list.lua: a page of the queue's jobs in one state, oldest (or next)
+-- first.
 -- Changes nothing.
 --
 -- KEYS: the queue keys (see joblib.lua). This script builds job keys as
@@ -10,7 +11,8 @@
 --
 -- Returns {total, then per job its ID and the array of its fields (F in
 -- joblib.lua)}.
--- Available jobs are listed by run_at, then arrival; scheduled ones by
+-- Available jobs are listed in fetch order (priority, then arrival: when
+-- they became available); scheduled ones by
 -- run_at, parked ones by when they were parked, dead, cancelled and dropped
 -- ones by finished, completed ones by when they are deleted (by finished, as
 -- long as every finish uses the same retention), and running ones by
@@ -36,9 +38,6 @@ if set == R then
   for i = offset + 1, math.min(offset + limit, #all) do ids[#ids + 1] = all[i] end
 else
   ids = redis.call('ZRANGE', set, offset, offset + limit - 1)
-  if set == T then
-    for i, m in ipairs(ids) do ids[i] = t_id(m) end
-  end
 end
 for _, id in ipairs(ids) do
   local v = load_job(J .. id)

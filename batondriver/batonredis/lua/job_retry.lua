@@ -2,7 +2,7 @@
 -- now, its attempts reset. An available job keeps its place and only has
 -- its attempts reset.
 --
--- KEYS: the queue keys (see joblib.lua), then KEYS[17] the job's key. This
+-- KEYS: the queue keys (see joblib.lua), then KEYS[16] the job's key. This
 -- script builds its concurrency key's keys from K (see joblib.lua).
 -- ARGV[1] the job's ID
 --
@@ -26,7 +26,7 @@ else
   redis.call('ZREM', state_set(from), id)
   local avail = new_batch()
   local t = {'attempt', '0', 'run_at', int(now), 'finished', '', 'lease', '', 'lease_until', ''}
-  admit(avail, t, id, v, now, now, false, false)
+  admit(avail, t, id, v, now, false, false)
   update(key, v, t)
   wake(flush_available(avail))
 end

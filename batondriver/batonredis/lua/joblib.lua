@@ -4,35 +4,32 @@
 -- than at every call; where functions are missing (Redis < 7) each
 -- transition runs as a script with this file prepended. Either way a
 -- transition starts with bind(KEYS). Every job transition takes the same
--- first sixteen KEYS, the keys of one queue Q, all in one hash slot (they
+-- first fifteen KEYS, the keys of one queue Q, all in one hash slot (they
 -- share the hash tag {Q}):
 --
 --   KEYS[1]  M  hash: seq (last arrival number), paused ("1" while paused),
 --               dropped (jobs ever dropped), once:<name> (schedules' ticks)
 --   KEYS[2]  A  sorted set: available jobs, score = priority * 2^42 + arrival number
---   KEYS[3]  T  sorted set: available jobs again, member "arrival:id" (the
---               arrival number as 13 digits), score = run_at (server ms)
---   KEYS[4]  S  sorted set: scheduled jobs, score = run_at (server ms)
---   KEYS[5]  R  sorted set: running jobs, score = lease_until (server ms)
---   KEYS[6]  C  sorted set: completed jobs, score = when to delete them (server ms)
---   KEYS[7]  D  sorted set: dead jobs, score = finished (server ms)
---   KEYS[8]  X  sorted set: cancelled jobs, score = finished (server ms)
---   KEYS[9]  W  list: wake tokens, one per job made available (JobWait pops them)
---   KEYS[10] J  the prefix of the queue's job keys, "P:queue:{Q}:job:"
---   KEYS[11] K  the prefix of the queue's concurrency keys' keys, "P:queue:{Q}:key:"
---   KEYS[12] KI sorted set: active concurrency keys, score = -(parked count)
---   KEYS[13] PK sorted set: parked jobs, score = parked_at (server ms)
---   KEYS[14] Y  sorted set: dropped jobs, score = finished (server ms)
---   KEYS[15] U  hash: unique key -> claim "expiry:id" (expiry "0" but for
+--   KEYS[3]  S  sorted set: scheduled jobs, score = run_at (server ms)
+--   KEYS[4]  R  sorted set: running jobs, score = lease_until (server ms)
+--   KEYS[5]  C  sorted set: completed jobs, score = when to delete them (server ms)
+--   KEYS[6]  D  sorted set: dead jobs, score = finished (server ms)
+--   KEYS[7]  X  sorted set: cancelled jobs, score = finished (server ms)
+--   KEYS[8]  W  list: wake tokens, one per job made available (JobWait pops them)
+--   KEYS[9]  J  the prefix of the queue's job keys, "P:queue:{Q}:job:"
+--   KEYS[10] K  the prefix of the queue's concurrency keys' keys, "P:queue:{Q}:key:"
+--   KEYS[11] KI sorted set: active concurrency keys, score = -(parked count)
+--   KEYS[12] PK sorted set: parked jobs, score = parked_at (server ms)
+--   KEYS[13] Y  sorted set: dropped jobs, score = finished (server ms)
+--   KEYS[14] U  hash: unique key -> claim "expiry:id" (expiry "0" but for
 --               period claims)
---   KEYS[16] UP sorted set: unique keys with period claims, score = expiry
+--   KEYS[15] UP sorted set: unique keys with period claims, score = expiry
 --
--- Scripts that know their jobs take the job keys next, KEYS[17] onwards.
+-- Scripts that know their jobs take the job keys next, KEYS[16] onwards.
 --
--- A orders fetches; T orders the available jobs by run_at, then arrival,
--- for JobList and QueueStats (oldest first). Every script that adds to or
--- removes from A does the same to T; a job's member of T follows from its
--- score in A (t_member).
+-- A orders fetches, and JobList lists available jobs in the same order.
+-- Arrival numbers are given when a job is made available, so within a
+-- priority band A is ordered by when its jobs became available.
 --
 -- A concurrency key k of the queue (docs/concurrency.md) has three keys:
 --   K .. k .. ':h'  set: its holders, the IDs of its available and running jobs
@@ -52,22 +49,22 @@
 -- declared. Nothing else is built.
 --
 -- A job hash holds the fields in F. Times are server ms as decimal strings;
--- a field not yet set is absent or "". Each job is in exactly one of A (and
--- T), S, R, C, D, X, PK, Y, matching its state; with no retention a
+-- a field not yet set is absent or "". Each job is in exactly one of A, S,
+-- R, C, D, X, PK, Y, matching its state; with no retention a
 -- completed job is deleted at once.
 --
 -- Every redis.call costs about a microsecond of the server's single thread;
 -- the per-job paths read a job with one HMGET and write it with one HSET,
 -- and sorted-set changes are batched per script.
-local M, A, T, S, R, C, D, X, W, J
+local M, A, S, R, C, D, X, W, J
 local K, KI, PK, Y, U, UP
-local FIRST_JOB_KEY = 17
+local FIRST_JOB_KEY = 16
 
 -- bind sets the queue keys above from the KEYS of the call. Redis runs one
 -- call at a time, so the library's shared locals are the call's own.
 local function bind(keys)
-  M, A, T, S, R, C, D, X, W, J = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10]
-  K, KI, PK, Y, U, UP = keys[11], keys[12], keys[13], keys[14], keys[15], keys[16]
+  M, A, S, R, C, D, X, W, J = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9]
+  K, KI, PK, Y, U, UP = keys[10], keys[11], keys[12], keys[13], keys[14], keys[15]
 end
 
 -- The fields of a job, in the order replies carry them (jobFields in
@@ -80,8 +77,10 @@ local FI = {kind = 1, args = 2, prio = 3, state = 4, attempt = 5, max = 6, tags 
   key = 16, limit = 17, onbusy = 18, delay = 19, fence = 20, ukey = 21, uscope = 22, runs = 23, parked = 24}
 
 -- Arrival numbers per priority band; doubles are exact integers to 2^53, and
--- priorities 0..9 use scores below 10 * 2^42 < 2^46.
+-- priorities 0..MAX_PRIORITY (batondriver.MaxPriority) use scores below
+-- 10 * 2^42 < 2^46.
 local SPAN = 4398046511104 -- 2^42
+local MAX_PRIORITY = 9
 -- The most due, expired or swept jobs one fetch handles of each kind.
 local BATCH = 100
 -- Errors kept per job (batondriver.MaxErrors).
@@ -153,15 +152,22 @@ local function next_seqs(n)
   return last - n + 1
 end
 
--- Wake up to n waiting fetchers: a token each, LPUSHed to W, which is kept
--- at its newest WAKE_LIST tokens.
+-- Wake up to n waiting fetchers: a token each, LPUSHed to W. When W grows
+-- past WAKE_LIST tokens (nobody popped them: every worker is busy) it is
+-- cut to half that, so that a steady stream of inserts trims it rarely.
 local function wake(n)
   n = math.min(n, MAX_WAKE)
   if n <= 0 then return end
-  local t = {}
-  for i = 1, n do t[i] = '1' end
-  if redis.call('LPUSH', W, unpack(t)) > WAKE_LIST then
-    redis.call('LTRIM', W, 0, WAKE_LIST - 1)
+  local len
+  if n == 1 then
+    len = redis.call('LPUSH', W, '1')
+  else
+    local t = {}
+    for i = 1, n do t[i] = '1' end
+    len = redis.call('LPUSH', W, unpack(t))
+  end
+  if len > WAKE_LIST then
+    redis.call('LTRIM', W, 0, WAKE_LIST / 2 - 1)
   end
 end
 
@@ -175,50 +181,32 @@ local function add_error(j, attempt, now, msg)
   return cjson.encode(errs)
 end
 
--- The member of T of job id whose score in A is score.
-local function t_member(id, score)
-  return string.format('%013d', score % SPAN) .. ':' .. id
-end
-
--- The job ID in member m of T.
-local function t_id(m)
-  return string.sub(m, 15)
-end
-
--- Jobs made available by one script: make_available collects them (their
--- run_at is already set), and flush_available gives them arrival numbers in
--- collection order, adds them to A and T and returns how many it added.
+-- Jobs made available by one script: make_available collects them, and
+-- flush_available gives them arrival numbers in collection order, adds them
+-- to A and returns how many it added.
 local function new_batch()
   return {}
 end
 
-local function make_available(batch, id, prio, run_at)
-  batch[#batch + 1] = id
+local function make_available(batch, id, prio)
   batch[#batch + 1] = tonumber(prio)
-  batch[#batch + 1] = run_at
+  batch[#batch + 1] = id
 end
 
 local function flush_available(batch)
-  local n = #batch / 3
+  local n = #batch / 2
   if n == 0 then return 0 end
-  local seq = next_seqs(n)
-  local a, t = {}, {}
+  local seq = next_seqs(n) - 1
   for i = 1, n do
-    local id = batch[3 * i - 2]
-    local score = batch[3 * i - 1] * SPAN + seq + i - 1
-    a[2 * i - 1] = score
-    a[2 * i] = id
-    t[2 * i - 1] = batch[3 * i]
-    t[2 * i] = t_member(id, score)
+    batch[2 * i - 1] = batch[2 * i - 1] * SPAN + seq + i
   end
-  zadd(A, a)
-  zadd(T, t)
+  zadd(A, batch)
   return n
 end
 
 -- The sorted set that lists the jobs in state, or nil.
 local function state_set(state)
-  if state == 'available' then return T
+  if state == 'available' then return A
   elseif state == 'scheduled' then return S
   elseif state == 'running' then return R
   elseif state == 'completed' then return C
@@ -242,24 +230,24 @@ local function key_keys(k)
   return K .. k .. ':h', K .. k .. ':p', K .. k .. ':m'
 end
 
--- Add {field, value} pairs to the list t.
+-- Append the arguments to the list t (of {field, value} pairs).
 local function put(t, ...)
-  local a = {...}
-  for i = 1, #a do t[#t + 1] = a[i] end
+  local n = #t
+  for i = 1, select('#', ...) do t[n + i] = select(i, ...) end
 end
 
--- Admit job id, whose fields are in v, to be available from run_at (ms):
--- it joins the batch and holds a slot of its key if the key has a free slot
--- and nobody parked; otherwise, if first (its on-busy policy applies) the
+-- Admit job id, whose fields are in v, to be available now: it joins the
+-- batch and holds a slot of its key if the key has a free slot and nobody
+-- parked; otherwise, if first (its on-busy policy applies) the
 -- policy decides, else it is parked. Fields to write to the job are added
 -- to t; the caller writes them with its own HSET. insert says whether the
 -- caller is an insert, for which OnBusyFail refuses; later it drops.
 -- Returns the code of what happened and, for SCHEDULED, when the job runs.
-local function admit(batch, t, id, v, run_at, now, first, insert)
+local function admit(batch, t, id, v, now, first, insert)
   local k = v[FI.key]
   if not k or k == '' then
     put(t, 'state', 'available')
-    make_available(batch, id, v[FI.prio], run_at)
+    make_available(batch, id, v[FI.prio])
     return AVAILABLE
   end
   local h, p, m = key_keys(k)
@@ -274,7 +262,7 @@ local function admit(batch, t, id, v, run_at, now, first, insert)
     redis.call('SADD', h, id)
     if nh == 0 then redis.call('ZADD', KI, 0, k) end
     put(t, 'state', 'available')
-    make_available(batch, id, v[FI.prio], run_at)
+    make_available(batch, id, v[FI.prio])
     code = AVAILABLE
   elseif not first or policy == 'wait' then
     redis.call('RPUSH', p, id)
@@ -315,12 +303,12 @@ local function promote(batch, k, now)
       drained = true
       break
     end
-    local v = redis.call('HMGET', J .. head, 'prio', 'run_at', 'limit', 'state')
-    if v[4] == 'parked' then
-      if nh >= (override or tonumber(v[3])) then break end
+    local v = redis.call('HMGET', J .. head, 'prio', 'limit', 'state')
+    if v[3] == 'parked' then
+      if nh >= (override or tonumber(v[2])) then break end
       redis.call('SADD', h, head)
       redis.call('HSET', J .. head, 'state', 'available')
-      make_available(batch, head, v[1], tonumber(v[2]))
+      make_available(batch, head, v[1])
       nh = nh + 1
     end
     redis.call('LPOP', p)
@@ -430,7 +418,7 @@ end
 -- many are left available (else 0).
 local function lease(out, max, ttl, leases, now)
   local popped = redis.call('ZPOPMIN', A, max)
-  local running, ids = {}, {} -- ids: members of T
+  local running = {}
   local snow = int(now)
   local until_ = now + ttl
   local suntil = int(until_)
@@ -453,10 +441,8 @@ local function lease(out, max, ttl, leases, now)
       running[#running + 1] = id
       push_job(out, id, v)
     end
-    ids[#ids + 1] = t_member(id, tonumber(popped[i + 1]))
   end
   zadd(R, running)
-  chunked('ZREM', T, ids)
   local n, left = #popped / 2, 0
   if n == max then left = redis.call('ZCARD', A) end
   return n, left

@@ -34,18 +34,16 @@ if limit then
     table.sort(avail, function(x, y) return x[2] % SPAN > y[2] % SPAN end)
     local n = math.min(#ids - limit, #avail)
     if n > 0 then
-      local pk, tm = {}, {}
+      local pk = {}
       for i = 1, n do
-        local id, score = avail[i][1], avail[i][2]
+        local id = avail[i][1]
         redis.call('ZREM', A, id)
-        tm[#tm + 1] = t_member(id, score)
         redis.call('SREM', h, id)
         redis.call('LPUSH', p, id)
         redis.call('HSET', J .. id, 'state', 'parked', 'parked', int(now))
         pk[#pk + 1] = now
         pk[#pk + 1] = id
       end
-      chunked('ZREM', T, tm)
       zadd(PK, pk)
     end
   end

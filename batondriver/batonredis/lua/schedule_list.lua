@@ -2,13 +2,13 @@
 -- the last tick inserted under its name. Drops the expired records, and
 -- changes nothing else.
 --
--- KEYS: the queue keys (see joblib.lua), then KEYS[17] the queue's
+-- KEYS: the queue keys (see joblib.lua), then KEYS[16] the queue's
 -- schedules hash (see schedule_register.lua).
 --
 -- Returns {server ms, then per record its name, its JSON and the last tick
 -- (ms, from M's "once:<name>") or false}, in no order. A record that does
 -- not decode is dropped like an expired one.
-local H = KEYS[17]
+local H = KEYS[16]
 local now = now_ms()
 local out = {now}
 local all = redis.call('HGETALL', H)

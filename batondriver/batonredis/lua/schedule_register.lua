@@ -1,7 +1,7 @@
 -- schedule_register.lua: record a recurring schedule in the queue, or
 -- refresh its record, and drop the queue's expired records.
 --
--- KEYS: the queue keys (see joblib.lua), then KEYS[17] the queue's
+-- KEYS: the queue keys (see joblib.lua), then KEYS[16] the queue's
 -- schedules hash: name -> record, the JSON object {"spec", "kind",
 -- "registered", "seen", "expires"} (times as server ms in strings).
 -- ARGV[1] the schedule's name
@@ -13,7 +13,7 @@
 -- being refreshed; "seen" becomes now and "expires" now + ttl. A record
 -- that does not decode is dropped like an expired one. The hash expires
 -- with its latest record (PEXPIREAT), so that nothing outlives them.
-local H = KEYS[17]
+local H = KEYS[16]
 local name, spec, kind = ARGV[1], ARGV[2], ARGV[3]
 local now = now_ms()
 local expires = now + tonumber(ARGV[4])
