@@ -822,6 +822,24 @@ func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.requireKey(k, []string{c.ID, d.ID}, 0, 0)
 	})
 
+	t.Run("DemotedKeepTheirDefault", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a := f.insertIn(available, keyJob(k, 3))
+		b := f.insertIn(available, keyJob(k, 3))
+		c := f.insertIn(available, keyJob(k, 3))
+		d := f.insertIn(parked, keyJob(k, 1)) // 3 holders >= 1
+		require.Equal(t, 1, f.keyGet(k).Limit, "the latest parked job's default")
+		// b and c go back to wait before d, each with its default of 3.
+		f.setLimit(k, 1)
+		f.requireKey(k, []string{a.ID}, 0, 3)
+		f.requireState(parked, b.ID, c.ID, d.ID)
+		// Without the override, b and c fit under their 3; d's 1 does not.
+		f.resetLimit(k)
+		f.requireKey(k, []string{a.ID, b.ID, c.ID}, 0, 1)
+		f.requireState(parked, d.ID)
+	})
+
 	t.Run("Fences", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

@@ -183,9 +183,11 @@ end
 
 -- Jobs made available by one script: make_available collects them, and
 -- flush_available gives them arrival numbers in collection order, adds them
--- to A and returns how many it added.
+-- to A and returns how many it added. The batch also collects the jobs
+-- that left a key's parked list (promoted or gone), which flush_available
+-- takes out of PK.
 local function new_batch()
-  return {}
+  return {unparked = {}}
 end
 
 local function make_available(batch, id, prio)
@@ -194,6 +196,7 @@ local function make_available(batch, id, prio)
 end
 
 local function flush_available(batch)
+  if #batch.unparked > 0 then chunked('ZREM', PK, batch.unparked) end
   local n = #batch / 2
   if n == 0 then return 0 end
   local seq = next_seqs(n) - 1
@@ -285,45 +288,87 @@ local function admit(batch, t, id, v, now, first, insert)
     return DROPPED
   end
   if policy ~= 'wait' then put(t, 'onbusy', 'wait') end
-  if mv[2] ~= def then redis.call('HSET', m, 'def', def) end
+  if mv[2] ~= def then
+    -- A new default while jobs are parked: they may have the old one.
+    if np > 0 then
+      redis.call('HSET', m, 'def', def, 'mixed', '1')
+    else
+      redis.call('HSET', m, 'def', def)
+    end
+  end
   return code
 end
 
 -- Promote parked jobs of key k into the batch while it has free slots,
--- head first, and keep KI up to date. Returns how many were promoted.
+-- head first, each under the key's override or else its own default limit,
+-- and keep KI up to date. Returns how many were promoted.
+--
+-- Unless the key's meta has "mixed" set, every parked job's default is the
+-- key's def: admit sets "mixed" when def changes while jobs are parked,
+-- key_setlimit.lua when it demotes holders, and it is cleared here once the
+-- parked list drains. Then, or under an override, the free slots' worth of
+-- jobs is popped at once; else the head is peeked at first, as its limit
+-- decides.
 local function promote(batch, k, now)
   local h, p, m = key_keys(k)
-  local override = tonumber(redis.call('HGET', m, 'limit'))
+  local mv = redis.call('HMGET', m, 'limit', 'def', 'mixed')
+  local override = tonumber(mv[1])
   local nh = redis.call('SCARD', h)
-  local moved = {}
+  local promoted, gone = {}, 0 -- gone: left the list but not parked (deleted)
   local drained = false -- the parked list was seen empty
-  while not (override and nh >= override) do
-    local head = redis.call('LINDEX', p, 0)
-    if not head then
-      drained = true
-      break
-    end
-    local v = redis.call('HMGET', J .. head, 'prio', 'limit', 'state')
-    if v[3] == 'parked' then
-      if nh >= (override or tonumber(v[2])) then break end
-      redis.call('SADD', h, head)
-      redis.call('HSET', J .. head, 'state', 'available')
-      make_available(batch, head, v[1])
+  -- Promote id, popped from the list, if it is still parked.
+  local function take(id)
+    local v = redis.call('HMGET', J .. id, 'prio', 'state')
+    if v[2] == 'parked' then
+      redis.call('HSET', J .. id, 'state', 'available')
+      make_available(batch, id, v[1])
+      promoted[#promoted + 1] = id
       nh = nh + 1
+    else
+      gone = gone + 1
     end
-    redis.call('LPOP', p)
-    moved[#moved + 1] = head
+    batch.unparked[#batch.unparked + 1] = id
+  end
+  if mv[3] and not override then
+    while true do
+      local head = redis.call('LINDEX', p, 0)
+      if not head then
+        drained = true
+        break
+      end
+      local v = redis.call('HMGET', J .. head, 'limit', 'state')
+      if v[2] == 'parked' and nh >= tonumber(v[1]) then break end
+      redis.call('LPOP', p)
+      take(head)
+    end
+  else
+    local limit = override or tonumber(mv[2]) or 0
+    while nh < limit do
+      local want = limit - nh
+      local ids = redis.call('LPOP', p, want)
+      if not ids then
+        drained = true
+        break
+      end
+      for _, id in ipairs(ids) do take(id) end
+      if #ids < want then
+        drained = true
+        break
+      end
+    end
   end
   -- KI's score is minus the parked count: it falls by as many as left the
-  -- list. A key with nothing parked, no holder and no override leaves KI.
-  if #moved > 0 then
-    redis.call('ZREM', PK, unpack(moved))
-    redis.call('ZINCRBY', KI, #moved, k)
+  -- list. A key with nothing parked, no holder and no override leaves KI
+  -- (with no holder, the loops above ran only without a default limit).
+  if not drained and nh == 0 and not override then drained = redis.call('LLEN', p) == 0 end
+  local left = #promoted + gone
+  if #promoted > 0 then redis.call('SADD', h, unpack(promoted)) end
+  if left > 0 then redis.call('ZINCRBY', KI, left, k) end
+  if drained then
+    if mv[3] then redis.call('HDEL', m, 'mixed') end
+    if nh == 0 and not override then redis.call('ZREM', KI, k) end
   end
-  if drained and nh == 0 and not override then
-    redis.call('ZREM', KI, k)
-  end
-  return #moved
+  return #promoted
 end
 
 -- Free job id's slot of key k ("" or false: none) and promote.

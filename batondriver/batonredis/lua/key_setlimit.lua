@@ -45,6 +45,8 @@ if limit then
         pk[#pk + 1] = id
       end
       zadd(PK, pk)
+      -- The demoted jobs' defaults may differ from def (see promote).
+      redis.call('HSET', m, 'mixed', '1')
     end
   end
 end
