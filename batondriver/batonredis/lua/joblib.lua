@@ -53,9 +53,11 @@
 -- R, C, D, X, PK, Y, matching its state; with no retention a
 -- completed job is deleted at once.
 --
--- Every redis.call costs about a microsecond of the server's single thread;
--- the per-job paths read a job with one HMGET and write it with one HSET,
--- and sorted-set changes are batched per script.
+-- Every redis.call costs one to two and a half microseconds of the server's
+-- single thread (docs/benchmarks.md), most of it the crossing between Lua
+-- and Redis rather than the command: the per-job paths read a job with one
+-- HMGET and write it with one HSET, and sorted-set changes are batched per
+-- script.
 local M, A, S, R, C, D, X, W, J
 local K, KI, PK, Y, U, UP
 local FIRST_JOB_KEY = 16
