@@ -16,13 +16,13 @@ if state == 'running' then return RUNNING end
 local avail = new_batch()
 if state == 'available' then
   redis.call('ZREM', A, id)
-  release(avail, id, k, now_ms())
+  release(avail, id, k)
 else
   redis.call('ZREM', state_set(state), id)
   if state == 'parked' then
     redis.call('LREM', K .. k .. ':p', 1, id)
     redis.call('ZINCRBY', KI, 1, k) -- one fewer parked
-    promote(avail, k, now_ms())
+    promote(avail, k)
   end
 end
 unclaim(v[3], id)

@@ -90,7 +90,7 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     ended[#ended + 1] = id
     local attempt = tonumber(v[4])
     local u, scope = v[10], v[11]
-    release(avail, id, v[8], now)
+    release(avail, id, v[8])
     if scope == 'running' then unclaim(u, id) end
     local j = {}
     j[FI.prio], j[FI.key], j[FI.limit] = v[6], v[8], v[9]

@@ -311,7 +311,7 @@ end
 -- parked list drains. Then, or under an override, the free slots' worth of
 -- jobs is popped at once; else the head is peeked at first, as its limit
 -- decides.
-local function promote(batch, k, now)
+local function promote(batch, k)
   local h, p, m = key_keys(k)
   local mv = redis.call('HMGET', m, 'limit', 'def', 'mixed')
   local override = tonumber(mv[1])
@@ -374,10 +374,10 @@ local function promote(batch, k, now)
 end
 
 -- Free job id's slot of key k ("" or false: none) and promote.
-local function release(batch, id, k, now)
+local function release(batch, id, k)
   if not k or k == '' then return end
   redis.call('SREM', K .. k .. ':h', id)
-  promote(batch, k, now)
+  promote(batch, k)
 end
 
 -- The next fencing token of key k: above the last one and at least the

@@ -55,6 +55,6 @@ end
 local np = redis.call('LLEN', p)
 if mv[1] or np > 0 or redis.call('SCARD', h) > 0 then redis.call('ZADD', KI, -np, k) end
 local avail = new_batch()
-promote(avail, k, now)
+promote(avail, k)
 wake(flush_available(avail))
 return key_info(k, true)
