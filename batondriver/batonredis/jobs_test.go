@@ -670,3 +670,24 @@ func BenchmarkJobServerTime(b *testing.B) {
 		})
 	}
 }
+
+// The wake list stays bounded while nobody pops it: past 1000 tokens it is
+// cut to 500, so that a stream of inserts does not trim it every time.
+func TestWakeListBounded(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	wake := d.queueKeys(q).keys[keyWake]
+	for range 17 { // 64 tokens each: the 16th call passes 1000
+		jobs := make([]*batondriver.JobInsert, 64)
+		for i := range jobs {
+			jobs[i] = newJob("k", 0)
+		}
+		insertJobs(t, d, q, jobs...)
+		n, err := client.Do(t.Context(), client.B().Llen().Key(wake).Build()).AsInt64()
+		require.NoError(t, err)
+		require.LessOrEqual(t, n, int64(1000))
+	}
+	n, err := client.Do(t.Context(), client.B().Llen().Key(wake).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(500+64), n, "cut to 500 once past 1000, then one more call's tokens")
+}
