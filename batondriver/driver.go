@@ -13,6 +13,7 @@ package batondriver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -35,11 +36,21 @@ type LockDriver interface {
 	// With Recheck, Token is a waiter asking again: if it was granted a slot
 	// while it waited, the result reports that grant; if it is still queued,
 	// its place is refreshed; if its place expired, it queues again.
+	// A Token that gave up before its waiting call ran (see LockRelease) is
+	// neither granted nor queued by it: Granted false, Position 0.
 	LockAcquire(ctx context.Context, p *LockAcquireParams) (*LockAcquireResult, error)
 
 	// LockRelease removes Token from the key, whether it holds a slot or
 	// waits for one, and grants freed slots to the waiters at the head of the
 	// queue in the same step, notifying each of them.
+	//
+	// A waiter gives up with Fence 0. A waiting or rechecking LockAcquire of
+	// Token may still be on its way then: sent before the give-up, its reply
+	// cut off by the caller's deadline, it can run after it — on Redis, for
+	// one, when the call is sent again as EVAL after a NOSCRIPT reply, or
+	// travels on another of the client's connections. So the backend
+	// remembers for WaitTTL that Token gave up, and such a call neither
+	// grants Token a slot nobody would use nor queues it again.
 	LockRelease(ctx context.Context, p *LockReleaseParams) (*LockReleaseResult, error)
 
 	// LockExtend sets a held lease to expire TTL from now. A lease that has
@@ -135,6 +146,20 @@ type LockReleaseParams struct {
 	// Fence is the fence of the held lease, or 0 when the caller does not
 	// know whether it was granted (a waiter giving up).
 	Fence uint64
+	// WaitTTL, with Fence 0, is how long the backend remembers that Token
+	// gave up: the WaitTTL of its LockAcquire calls. 0: it remembers
+	// nothing.
+	WaitTTL time.Duration
+}
+
+// CheckLockRelease checks what every backend requires of p beyond its Key
+// and Token: a WaitTTL of 0 or at least a millisecond. The error wraps
+// ErrBadParams.
+func CheckLockRelease(p *LockReleaseParams) error {
+	if p.WaitTTL < 0 || (p.WaitTTL > 0 && p.WaitTTL < time.Millisecond) {
+		return fmt.Errorf("%w: WaitTTL %v (0 or at least 1ms)", ErrBadParams, p.WaitTTL)
+	}
+	return nil
 }
 
 // LockReleaseResult is the result of LockRelease.

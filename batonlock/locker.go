@@ -92,9 +92,10 @@ func (l *Locker) tryAcquire(ctx context.Context, key string, opts *AcquireOpts) 
 // Acquire takes a slot of key, waiting in first-come, first-served order
 // until one is granted or ctx ends. A waiter is woken only when a slot is
 // granted to it; it does not poll. If ctx ends, Acquire leaves the queue,
-// gives back a slot granted meanwhile, and returns ctx's error; it waits at
-// most 100ms for an unreachable backend to confirm that, after which the
-// place expires on its own (Config.WaitTTL).
+// gives back a slot granted meanwhile, and returns ctx's error; a call it
+// had in flight does nothing when it reaches the backend later (for
+// Config.WaitTTL). It waits at most 100ms for an unreachable backend to
+// confirm the give-up, after which the place expires on its own.
 func (l *Locker) Acquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
 	began := time.Now()
 	lease, err := l.acquire(ctx, key, opts)
@@ -124,6 +125,10 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *AcquireOpts) (*L
 	sent := time.Now()
 	res, err := l.driver.LockAcquire(ctx, p)
 	if err != nil {
+		if !errors.Is(err, batondriver.ErrBadParams) {
+			// The call may have run, or may yet: take back what it did.
+			l.giveBack(ctx, key, token)
+		}
 		return nil, fmt.Errorf("batonlock: acquire %q: %w", key, err)
 	}
 	if !res.Granted && r.onWait != nil {
@@ -169,18 +174,21 @@ func (l *Locker) recheckIn(res *batondriver.LockAcquireResult) time.Duration {
 }
 
 // giveBack removes a waiter that stops waiting, and releases a slot granted
-// to it meanwhile. A healthy backend answers at once; an unreachable one
-// must not hold Acquire past its context for long, so giveBack waits at most
-// 100ms and lets the attempt go on in the background while the waiter's
-// place lives. If it fails, the place and any slot granted to it expire on
-// their own.
+// to it meanwhile. If its last call has not run yet (its reply was cut off
+// by ctx), the backend marks the token gone for WaitTTL, so that the call,
+// when it runs, neither queues it nor grants it a slot. A healthy backend
+// answers at once; an unreachable one must not hold Acquire past its
+// context for long, so giveBack waits at most 100ms and lets the attempt go
+// on in the background while the waiter's place lives. If it fails, the
+// place and any slot granted to it expire on their own.
 func (l *Locker) giveBack(ctx context.Context, key, token string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.waitTTL)
 		defer cancel()
-		if _, err := l.driver.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: token}); err != nil {
+		p := &batondriver.LockReleaseParams{Key: key, Token: token, WaitTTL: l.waitTTL}
+		if _, err := l.driver.LockRelease(ctx, p); err != nil {
 			l.log.Warn("batonlock: giving back an abandoned wait failed; it expires on its own", "key", key, "err", err)
 		}
 	}()

@@ -248,6 +248,65 @@ func TestAcquireCancelledGivesBack(t *testing.T) {
 	})
 }
 
+// overtaken passes its waiting LockAcquire calls on to the backend only
+// after the caller's next LockRelease has run, and tells the caller that
+// its deadline cut the reply off: what happens when a call travels on a
+// slow connection and the give-up on a fast one.
+type overtaken struct {
+	batondriver.LockDriver
+	mu      sync.Mutex
+	pending []*batondriver.LockAcquireParams
+}
+
+func (d *overtaken) LockAcquire(ctx context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
+	if !p.Wait && !p.Recheck {
+		return d.LockDriver.LockAcquire(ctx, p)
+	}
+	d.mu.Lock()
+	d.pending = append(d.pending, p)
+	d.mu.Unlock()
+	return nil, context.DeadlineExceeded
+}
+
+func (d *overtaken) LockRelease(ctx context.Context, p *batondriver.LockReleaseParams) (*batondriver.LockReleaseResult, error) {
+	res, err := d.LockDriver.LockRelease(ctx, p)
+	d.arrive()
+	return res, err
+}
+
+// arrive runs the calls held back.
+func (d *overtaken) arrive() {
+	d.mu.Lock()
+	late := d.pending
+	d.pending = nil
+	d.mu.Unlock()
+	for _, p := range late {
+		_, _ = d.LockDriver.LockAcquire(context.Background(), p)
+	}
+}
+
+// TestAcquireCallOvertakenByGiveUp: a waiting call whose reply was cut off
+// and that reaches the backend after the waiter gave up neither takes a
+// free slot nor queues the waiter (seen on Redis, with its server paused:
+// TestFaultRedisPaused).
+func TestAcquireCallOvertakenByGiveUp(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
+		late := &overtaken{LockDriver: d}
+		l := newLocker(t, late, nil)
+		ctx := context.Background()
+		_, err := l.Acquire(ctx, "overtaken", nil)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		late.arrive() // had Acquire not given up, the call arrives anyway
+		info, err := l.Inspect(ctx, "overtaken")
+		require.NoError(t, err)
+		require.Empty(t, info.Holders, "a slot went to a waiter that had given up")
+		require.Zero(t, info.WaiterCount, "a waiter that had given up was queued")
+		next, err := l.TryAcquire(ctx, "overtaken", nil)
+		require.NoError(t, err, "the slot must be free")
+		require.NoError(t, next.Release(ctx))
+	})
+}
+
 func TestAcquireTimeout(t *testing.T) {
 	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)

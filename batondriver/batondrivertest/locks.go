@@ -60,6 +60,15 @@ func (f *lockFixture) release(tok string, fence uint64) *batondriver.LockRelease
 	return res
 }
 
+// giveUp gives up waiting as batonlock does, not knowing whether tok was
+// queued or granted, to be remembered for waitTTL.
+func (f *lockFixture) giveUp(tok string, waitTTL time.Duration) *batondriver.LockReleaseResult {
+	f.t.Helper()
+	res, err := f.d.LockRelease(f.ctx, &batondriver.LockReleaseParams{Key: f.key, Token: tok, WaitTTL: waitTTL})
+	require.NoError(f.t, err)
+	return res
+}
+
 func (f *lockFixture) inspect() *batondriver.LockInspectResult {
 	f.t.Helper()
 	res, err := f.d.LockInspect(f.ctx, &batondriver.LockInspectParams{Key: f.key})
@@ -322,6 +331,57 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		require.Equal(t, []string{w2}, tokens(f.inspect().Holders))
 	})
 
+	// A waiter's recheck sent before it gave up, that runs after the give-up
+	// (its reply was cut off by the waiter's deadline; on Redis the two can
+	// travel on different connections), must not queue it again nor take
+	// the slot that is free by then.
+	t.Run("RecheckAfterGiveUpChangesNothing", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		holder := token()
+		r := f.grant(holder, 1)
+		w := token()
+		f.wait(w, 1, 10*time.Second)
+		require.False(t, f.giveUp(w, 10*time.Second).Released)
+		f.release(holder, r.Fence)
+		res, err := f.d.LockAcquire(f.ctx, &batondriver.LockAcquireParams{
+			Key: f.key, Token: w, Limit: 1, TTL: 10 * time.Second, Recheck: true, WaitTTL: 10 * time.Second,
+		})
+		require.NoError(t, err)
+		require.False(t, res.Granted, "a slot went to a waiter that had given up")
+		require.Zero(t, res.Position, "a waiter that had given up queued again")
+		info := f.inspect()
+		require.Empty(t, info.Holders)
+		require.Empty(t, info.Waiters)
+		f.grant(token(), 1)
+	})
+
+	// The same for a waiter's first call, overtaken by its give-up.
+	t.Run("WaitAfterGiveUpChangesNothing", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		w := token()
+		require.False(t, f.giveUp(w, 10*time.Second).Released)
+		_, res := f.wait(w, 1, 10*time.Second)
+		require.False(t, res.Granted, "a free slot went to a waiter that had given up")
+		require.Zero(t, res.Position)
+		require.Empty(t, f.inspect().Holders)
+		require.True(t, f.try(token(), 1, 10*time.Second).Granted, "the key is free")
+	})
+
+	// The mark of a give-up lasts WaitTTL, then the token is a stranger;
+	// with no WaitTTL there is none.
+	t.Run("GiveUpMarkLastsWaitTTL", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		w, other := token(), token()
+		f.giveUp(w, 50*time.Millisecond)
+		f.release(other, 0)
+		_, res := f.wait(other, 1, 10*time.Second)
+		require.True(t, res.Granted, "a release without WaitTTL marked its token")
+		f.release(other, res.Fence)
+		time.Sleep(100 * time.Millisecond)
+		_, res = f.wait(w, 1, 10*time.Second)
+		require.True(t, res.Granted, "the mark outlived its WaitTTL")
+	})
+
 	t.Run("DeadWaiterIsDropped", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
 		holder := token()
@@ -447,5 +507,9 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		require.ErrorIs(t, err, batondriver.ErrBadParams)
 		_, err = f.d.LockExtend(f.ctx, &batondriver.LockExtendParams{Key: f.key, Token: token(), Fence: 1})
 		require.ErrorIs(t, err, batondriver.ErrBadParams)
+		for _, wttl := range []time.Duration{-time.Second, time.Microsecond} {
+			_, err = f.d.LockRelease(f.ctx, &batondriver.LockReleaseParams{Key: f.key, Token: token(), WaitTTL: wttl})
+			require.ErrorIs(t, err, batondriver.ErrBadParams, "WaitTTL %v", wttl)
+		}
 	})
 }

@@ -72,6 +72,7 @@ type lockState struct {
 	holders map[string]*holder       // by token
 	waiters *list.List               // of *waiter, in arrival order
 	byToken map[string]*list.Element // waiters by token
+	gone    map[string]time.Time     // tokens that gave up, until when (LockRelease); nil: none
 }
 
 type holder struct {
@@ -127,7 +128,7 @@ func (sh *lockShard) state(key string) (*keyMeta, *lockState) {
 
 // tidy forgets the key's transient state once it is idle. sh.mu must be held.
 func (sh *lockShard) tidy(key string, s *lockState) {
-	if len(s.holders) == 0 && s.waiters.Len() == 0 {
+	if len(s.holders) == 0 && s.waiters.Len() == 0 && len(s.gone) == 0 {
 		delete(sh.locks, key)
 	}
 }
@@ -147,6 +148,14 @@ func (sh *lockShard) settle(key string, m *keyMeta, s *lockState, now time.Time)
 			delete(s.byToken, w.token)
 		}
 		e = next
+	}
+	for tok, until := range s.gone {
+		if !until.After(now) {
+			delete(s.gone, tok)
+		}
+	}
+	if m == nil {
+		return 0 // only marks of tokens that gave up: no slot to grant
 	}
 	n := 0
 	for len(s.holders) < m.limit() && s.waiters.Len() > 0 {
@@ -204,6 +213,10 @@ func (d *Driver) LockAcquire(_ context.Context, p *batondriver.LockAcquireParams
 	m.dlimit = p.Limit
 	sh.settle(p.Key, m, s, now)
 
+	if _, gone := s.gone[p.Token]; gone && wait {
+		// Sent before its caller gave up, it comes too late (as on Redis).
+		return &batondriver.LockAcquireResult{NextExpiry: s.nextExpiry(now), Now: now}, nil
+	}
 	if p.Recheck {
 		if e := s.byToken[p.Token]; e != nil {
 			e.Value.(*waiter).expires = now.Add(p.WaitTTL)
@@ -232,13 +245,20 @@ func (d *Driver) LockRelease(_ context.Context, p *batondriver.LockReleaseParams
 	if p.Key == "" || p.Token == "" {
 		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
 	}
+	if err := batondriver.CheckLockRelease(p); err != nil {
+		return nil, err
+	}
 	sh := d.shard(p.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := time.Now()
 	s := sh.locks[p.Key]
 	if s == nil {
-		return &batondriver.LockReleaseResult{}, nil
+		if p.Fence != 0 || p.WaitTTL == 0 {
+			return &batondriver.LockReleaseResult{}, nil
+		}
+		s = &lockState{holders: make(map[string]*holder), waiters: list.New(), byToken: make(map[string]*list.Element)}
+		sh.locks[p.Key] = s // to hold the mark below
 	}
 	defer sh.tidy(p.Key, s)
 	res := &batondriver.LockReleaseResult{}
@@ -250,6 +270,12 @@ func (d *Driver) LockRelease(_ context.Context, p *batondriver.LockReleaseParams
 		// yet was not had by anyone else (as on Redis).
 		delete(s.holders, p.Token)
 		res.Released = true
+	}
+	if p.Fence == 0 && p.WaitTTL > 0 {
+		if s.gone == nil {
+			s.gone = make(map[string]time.Time)
+		}
+		s.gone[p.Token] = now.Add(p.WaitTTL)
 	}
 	res.Promoted = sh.settle(p.Key, sh.meta[p.Key], s, now)
 	return res, nil

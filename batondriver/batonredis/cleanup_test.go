@@ -82,10 +82,14 @@ func TestIdleKeyCleanup(t *testing.T) {
 	t.Parallel()
 
 	// A semaphore of 3 is filled, waited on, given up on and released:
-	// afterwards only the ":c" hash is left, with no expiry.
+	// afterwards only the ":c" hash is left, with no expiry, once the mark
+	// of the waiter that gave up has expired after WaitTTL.
 	t.Run("released", func(t *testing.T) {
 		t.Parallel()
-		client, d, l := cleanupSetup(t)
+		client, d, _ := cleanupSetup(t)
+		const waitTTL = 300 * time.Millisecond
+		l, err := batonlock.New(d, &batonlock.Config{WaitTTL: waitTTL})
+		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		key := "customer:12345"
@@ -135,7 +139,22 @@ func TestIdleKeyCleanup(t *testing.T) {
 			require.NoError(t, ls.Release(ctx))
 		}
 
-		c := d.lockKeys(key).keys[4]
+		lk := d.lockKeys(key).keys
+		x, i, c := lk[2], lk[3], lk[4]
+		// The waiter that gave up is remembered for WaitTTL, so that a call
+		// of its still on the way cannot queue it again: ":x" and ":i" hold
+		// that mark alone and expire with it.
+		require.Equal(t, []string{c, i, x}, cleanupKeys(t, client, d))
+		marks, err := client.Do(ctx, client.B().Hvals().Key(i).Build()).AsStrSlice()
+		require.NoError(t, err)
+		require.Equal(t, []string{"gone"}, marks)
+		n, err := client.Do(ctx, client.B().Zcard().Key(x).Build()).AsInt64()
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		for _, k := range []string{x, i} {
+			require.InDelta(t, waitTTL.Milliseconds()/2, cleanupPTTL(t, client, k), float64(waitTTL.Milliseconds()/2), k)
+		}
+		cleanupWaitGone(t, client, 2*time.Second, x, i)
 		require.Equal(t, []string{c}, cleanupKeys(t, client, d))
 		require.EqualValues(t, -1, cleanupPTTL(t, client, c), "the counters are kept forever")
 		fields, err := client.Do(ctx, client.B().Hgetall().Key(c).Build()).AsStrMap()

@@ -166,9 +166,12 @@ func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleasePara
 	if err := checkKeyToken(p.Key, p.Token); err != nil {
 		return nil, err
 	}
+	if err := batondriver.CheckLockRelease(p); err != nil {
+		return nil, err
+	}
 	k := d.lockKeys(p.Key)
 	v, err := d.run(ctx, d.scripts.release, "release", p.Key, k.keys,
-		p.Token, utoa(p.Fence), k.channel)
+		p.Token, utoa(p.Fence), k.channel, ms(p.WaitTTL))
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,20 @@
 -- not queued), ms until the earliest holder expires (0 if none), server ms}.
 --
 -- A free slot goes to queued waiters first: a caller never overtakes a waiter.
+-- A waiting or rechecking token that gave up (release.lua marked it GONE)
+-- changes nothing: the call ran after its caller's give-up.
 local token, ttl, mode = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local now = now_ms()
+
+local function next_expiry()
+  local first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
+  if #first == 0 then return 0 end
+  return math.max(tonumber(first[2]) - now, 1)
+end
+
+if mode ~= 'try' and redis.call('HGET', I, token) == GONE then
+  return {0, 0, 0, 0, next_expiry(), now}
+end
 
 local st = load(ARGV[3])
 if st.dlimit ~= ARGV[3] then
@@ -27,12 +39,6 @@ local n, existed = holders(now, st.limit)
 local promoted, more
 promoted, n, more = promote(st, now, n, existed, ARGV[6])
 existed = existed or promoted > 0
-
-local function next_expiry()
-  local first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
-  if #first == 0 then return 0 end
-  return math.max(tonumber(first[2]) - now, 1)
-end
 
 if mode == 'recheck' then
   if redis.call('ZSCORE', W, token) then

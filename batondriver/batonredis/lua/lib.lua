@@ -5,7 +5,9 @@
 --   KEYS[1] H  sorted set of holders: member "fence:token", score = expiry (ms, server time)
 --   KEYS[2] W  sorted set of waiters: member token, score = arrival sequence (FIFO order)
 --   KEYS[3] X  sorted set of waiters: member token, score = expiry of the waiter's place
---   KEYS[4] I  hash: waiter token -> "ttl_ms|listener id" (lease TTL to grant, whom to notify)
+--   KEYS[4] I  hash: waiter token -> "ttl_ms|listener id" (lease TTL to grant, whom to notify),
+--              or GONE for a token that gave up waiting (release.lua); X
+--              holds that mark's expiry, W does not hold the token
 --   KEYS[5] C  hash: fence (last fencing token, see new_fence), seq (last arrival
 --              number), limit (override from set-limit), dlimit (default from acquirers)
 --
@@ -16,6 +18,9 @@
 -- so the common paths make few: holders are reaped only when the key looks
 -- full, the configuration is read once and written at most once per script.
 local H, W, X, I, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+-- The value of I for a token that gave up (see I above).
+local GONE = 'gone'
 
 -- Server time in milliseconds. All expiry decisions use it.
 local function now_ms()
@@ -88,7 +93,8 @@ local function holders(now, limit)
   return n, existed
 end
 
--- Drop waiters whose place expired (their process stopped refreshing it).
+-- Drop waiters whose place expired (their process stopped refreshing it),
+-- and expired marks of tokens that gave up.
 local function reap_waiters(now)
   while true do
     local dead = redis.call('ZRANGE', X, '-inf', now, 'BYSCORE', 'LIMIT', 0, 500)
