@@ -210,13 +210,13 @@ func (d *Driver) LockAcquire(_ context.Context, p *batondriver.LockAcquireParams
 	now := time.Now()
 	m, s := sh.state(p.Key)
 	defer sh.tidy(p.Key, s)
-	m.dlimit = p.Limit
-	sh.settle(p.Key, m, s, now)
-
-	if _, gone := s.gone[p.Token]; gone && wait {
-		// Sent before its caller gave up, it comes too late (as on Redis).
+	if until, gone := s.gone[p.Token]; gone && wait && until.After(now) {
+		// Sent before its caller gave up, it comes too late: it changes
+		// nothing (as on Redis).
 		return &batondriver.LockAcquireResult{NextExpiry: s.nextExpiry(now), Now: now}, nil
 	}
+	m.dlimit = p.Limit
+	sh.settle(p.Key, m, s, now)
 	if p.Recheck {
 		if e := s.byToken[p.Token]; e != nil {
 			e.Value.(*waiter).expires = now.Add(p.WaitTTL)
