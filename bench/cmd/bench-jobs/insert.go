@@ -131,7 +131,7 @@ func runInsert(ctx context.Context, e *env) error {
 	t.Note("g: goroutines, each inserting one call after the other. Baton's Insert is InsertMany of one job.")
 	t.Note("asynq (batch): asynq %s has no batch enqueue (its Client has Enqueue and EnqueueContext only).", machine.ModuleVersion("github.com/hibiken/asynq"))
 	t.Note("cmds/job:         commands the clients sent per job, counted client-side; Baton's insert is one")
-	t.Note("                  EVALSHA pipelined with an SADD of the queue's name. At 16 goroutines.")
+	t.Note("                  FCALL (a process's first into a queue pipelines an SADD of its name). At 16 goroutines.")
 	t.Note("server calls/job: INFO stats total_commands_processed growth per job: client commands PLUS every")
 	t.Note("                  redis.call inside scripts (Redis 7.0 counts both). At 16 goroutines.")
 	t.Note("Redis CPU:        server used_cpu_user+used_cpu_sys in the 16-goroutine windows (100%% = one core).")

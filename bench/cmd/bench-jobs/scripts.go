@@ -145,7 +145,7 @@ func runScripts(ctx context.Context, e *env) error {
 	}
 	t.Note("script µs: INFO commandstats usec of FCALL (and EVALSHA), the whole transition including its redis.calls.")
 	t.Note("server calls/job: INFO stats total_commands_processed growth per job (including in-script calls).")
-	t.Note("RTT: mean time of one driver call as the client saw it. An insert also pipelines one SADD.")
+	t.Note("RTT: mean time of one driver call as the client saw it.")
 	t.Note("Fetches here find no due scheduled job, no expired lease and no completed job past retention.")
 	t.Print(os.Stdout)
 	return roundTripFloor(ctx, e)
