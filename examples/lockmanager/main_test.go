@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonhq/baton/examples/internal/exampletest"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -16,20 +17,7 @@ func TestMain(m *testing.M) { redistest.Main(m, nil) }
 // passed after its TTL.
 func TestLockManager(t *testing.T) {
 	t.Parallel()
-	for name, args := range map[string]func(t *testing.T) []string{
-		"memory": func(*testing.T) []string { return nil },
-		"redis": func(t *testing.T) []string {
-			return []string{"--redis", "redis://" + redistest.SharedServer(t).Addr()}
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			var out bytes.Buffer
-			require.Equal(t, 0, run(t.Context(), args(t), &out), out.String())
-			require.NotContains(t, out.String(), "FAILED")
-			require.Contains(t, out.String(), "All guarantees held.")
-		})
-	}
+	exampletest.OnBackends(t, run, nil, nil)
 }
 
 func TestLockManagerBadRedis(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonhq/baton/examples/internal/exampletest"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -17,23 +18,10 @@ func TestMain(m *testing.M) { redistest.Main(m, nil) }
 // fanned out once by two clients.
 func TestPerUser(t *testing.T) {
 	t.Parallel()
-	for name, backend := range map[string]func(t *testing.T) []string{
-		"memory": func(*testing.T) []string { return nil },
-		"redis": func(t *testing.T) []string {
-			return []string{"--redis", "redis://" + redistest.SharedServer(t).Addr()}
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			var out bytes.Buffer
-			args := append([]string{"--every", "250ms", "--ticks", "2"}, backend(t)...)
-			require.Equal(t, 0, run(t.Context(), args, &out), out.String())
-			require.NotContains(t, out.String(), "FAILED")
-			require.Contains(t, out.String(), "sync user 1 → dropped")
-			require.Contains(t, out.String(), "→ JobAgain")
-			require.Contains(t, out.String(), "All guarantees held.")
-		})
-	}
+	exampletest.OnBackends(t, run, []string{"--every", "250ms", "--ticks", "2"}, func(t *testing.T, out string) {
+		require.Contains(t, out, "sync user 1 → dropped")
+		require.Contains(t, out, "→ JobAgain")
+	})
 }
 
 func TestPerUserFlags(t *testing.T) {
