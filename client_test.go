@@ -535,6 +535,51 @@ func TestConcurrentInsertsEachGetTheirJob(t *testing.T) {
 	})
 }
 
+// lateFetchDriver runs a fetch at once but answers it only after 100ms,
+// or, if ctx ends first, gives ctx's error as a client whose call was cut
+// off does: the jobs it leased are then nobody's until their leases end.
+type lateFetchDriver struct {
+	batondriver.JobDriver
+	leased chan struct{} // a value per fetch that leased jobs
+}
+
+func (d lateFetchDriver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	res, err := d.JobDriver.JobFetch(context.WithoutCancel(ctx), p)
+	if err != nil || len(res.Jobs) == 0 {
+		return res, err
+	}
+	d.leased <- struct{}{}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(100 * time.Millisecond):
+		return res, nil
+	}
+}
+
+// A fetch in flight when Stop begins is seen through: its job runs, rather
+// than waiting out its lease as nobody's and then coming back with its one
+// attempt spent.
+func TestStopSeesFetchInFlightThrough(t *testing.T) {
+	t.Parallel()
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), nil)
+	d := lateFetchDriver{JobDriver: batonmem.New(), leased: make(chan struct{}, 10)}
+	c, err := baton.NewClient(d, &baton.Config{Workers: w, Logger: quiet})
+	require.NoError(t, err)
+	ctx := context.Background()
+	res, err := c.Insert(ctx, emailArgs{}, &baton.InsertOpts{MaxAttempts: 1})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	<-d.leased
+	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, c.Stop(stopCtx))
+	row, err := c.JobGet(ctx, "default", res.Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, baton.JobStateCompleted, row.State, "the job of a fetch that Stop cut off was left to its lease")
+}
+
 // failingFinishDriver cannot record outcomes, as during an outage.
 type failingFinishDriver struct{ batondriver.JobDriver }
 

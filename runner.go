@@ -33,14 +33,16 @@ type runner struct {
 	changed  chan struct{} // closed and replaced when free grows
 	stopping bool          // Stop waits for the executions: start no more
 
-	execs     sync.WaitGroup
-	finishes  chan *finishItem
-	finished  chan struct{} // closed when the completer has drained
-	hbStop    chan struct{}
-	hbDone    chan struct{}
-	abandon   chan struct{} // closed when Stop's context ends: stop retrying outcomes
-	abandonMu sync.Once
-	abandoned atomic.Bool // some outcomes were given up
+	execs    sync.WaitGroup
+	finishes chan *finishItem
+	finished chan struct{} // closed when the completer has drained
+	hbStop   chan struct{}
+	hbDone   chan struct{}
+	// giveUp ends when Stop's context does: calls whose effects must be
+	// seen through — a fetch in flight, outcomes — stop waiting or retrying.
+	giveUp       context.Context
+	cancelGiveUp context.CancelFunc
+	abandoned    atomic.Bool // some outcomes were given up
 }
 
 type execKey struct{ queue, id string }
@@ -79,6 +81,7 @@ func (c *Client) Start(ctx context.Context) error {
 		return errors.New("baton: Start: already started")
 	}
 	fetchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	giveUp, cancelGiveUp := context.WithCancel(context.WithoutCancel(ctx))
 	r := &runner{
 		c: c, cfg: c.cfg, log: c.cfg.Logger,
 		fetchCtx: fetchCtx, cancelFetch: cancel,
@@ -90,7 +93,7 @@ func (c *Client) Start(ctx context.Context) error {
 		finished: make(chan struct{}),
 		hbStop:   make(chan struct{}),
 		hbDone:   make(chan struct{}),
-		abandon:  make(chan struct{}),
+		giveUp:   giveUp, cancelGiveUp: cancelGiveUp,
 	}
 	c.runner = r
 	r.loops.Add(1 + len(c.cfg.Queues) + len(c.cfg.PeriodicJobs))
@@ -107,12 +110,13 @@ func (c *Client) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops fetching, waits for running jobs until ctx ends, then cancels
-// the handlers still running (their context's cause is ErrStopping) and
-// returns their jobs to their queues without counting the attempt. It
-// returns once every outcome is recorded, or with ctx's error if the
-// backend could not be reached to record them (those jobs run again after
-// their leases expire). A handler that ignores its context delays Stop.
+// Stop stops fetching (a fetch already sent is seen through, and its jobs
+// run), waits for running jobs until ctx ends, then cancels the handlers
+// still running (their context's cause is ErrStopping) and returns their
+// jobs to their queues without counting the attempt. It returns once every
+// outcome is recorded, or with ctx's error if the backend could not be
+// reached to record them (those jobs run again after their leases expire).
+// A handler that ignores its context delays Stop.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	r := c.runner
@@ -121,8 +125,9 @@ func (c *Client) Stop(ctx context.Context) error {
 	if r == nil {
 		return errors.New("baton: Stop: not started")
 	}
-	stopAbandon := context.AfterFunc(ctx, func() { r.abandonMu.Do(func() { close(r.abandon) }) })
-	defer stopAbandon()
+	stopGiveUp := context.AfterFunc(ctx, r.cancelGiveUp)
+	defer stopGiveUp()
+	defer r.cancelGiveUp()
 	r.cancelFetch()
 	r.loops.Wait()
 	r.mu.Lock()
@@ -251,14 +256,20 @@ func (r *runner) dispatch() {
 func (r *runner) fetchRound() (next time.Time, more bool, failed bool) {
 	for _, queue := range r.order() {
 		free := r.freeWorkers()
-		if free == 0 {
+		if free == 0 || r.fetchCtx.Err() != nil {
 			return next, more, false
 		}
+		// A fetch leases its jobs: once sent, it is seen through even if
+		// Stop begins, and its jobs run (or go back when Stop cuts them
+		// off) instead of waiting out their leases as nobody's, their
+		// attempt counted. A reply after LeaseTTL would come too late.
+		ctx, cancel := context.WithTimeout(r.giveUp, r.cfg.LeaseTTL)
 		sent := time.Now()
-		res, err := r.c.driver.JobFetch(r.fetchCtx, &batondriver.JobFetchParams{
+		res, err := r.c.driver.JobFetch(ctx, &batondriver.JobFetchParams{
 			Queue: queue, Max: min(free, 100), LeaseTTL: r.cfg.LeaseTTL, RecoverDelay: r.cfg.RecoverDelay,
 			DeadRetention: r.cfg.DeadRetention, DroppedRetention: max(r.cfg.CompletedRetention, time.Millisecond),
 		})
+		cancel()
 		if err != nil {
 			if r.fetchCtx.Err() == nil {
 				r.log.Warn("baton: fetch failed; backing off", "queue", queue, "err", err)
@@ -600,7 +611,7 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int) {
 		r.log.Warn("baton: recording job outcomes failed; retrying", "queue", queue, "jobs", len(fs), "err", err)
 		select {
 		case <-time.After(backoff):
-		case <-r.abandon:
+		case <-r.giveUp.Done():
 			r.abandoned.Store(true)
 			r.log.Error("baton: stopped before job outcomes could be recorded; the jobs run again when their leases expire", "queue", queue, "jobs", len(fs))
 			return
