@@ -127,3 +127,56 @@ func (l *jobLibrary) load(ctx context.Context, c rueidis.Client) error {
 	}
 	return nil
 }
+
+// PruneFunctions deletes, on every master, the job function libraries of
+// other Baton versions — those named baton_ and twelve hex digits, but
+// this version's — and returns their names, sorted. Functions are part of
+// the dataset: each version that ran leaves its library behind (tens of
+// kilobytes) until it is deleted. A process of another version that still
+// runs loads its library again at its next job call, so pruning is safe at
+// any time, and best done once every process runs this version.
+func (d *Driver) PruneFunctions(ctx context.Context) ([]string, error) {
+	keep := d.scripts.jobLib.name
+	var deleted []string
+	for addr, node := range d.client.Nodes() {
+		libs, err := node.Do(ctx, node.B().FunctionList().Libraryname("baton_*").Build()).ToArray()
+		if err != nil {
+			return nil, fmt.Errorf("batonredis: prune functions on %s: %w", addr, err)
+		}
+		for _, lib := range libs {
+			m, err := lib.AsMap()
+			if err != nil {
+				return nil, fmt.Errorf("batonredis: prune functions on %s: %w", addr, err)
+			}
+			field := m["library_name"]
+			name, err := field.ToString()
+			if err != nil {
+				return nil, fmt.Errorf("batonredis: prune functions on %s: %w", addr, err)
+			}
+			if name == keep || !isJobLibraryName(name) {
+				continue
+			}
+			err = node.Do(ctx, node.B().FunctionDelete().LibraryName(name).Build()).Error()
+			if e, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(e.Error(), "READONLY") {
+				break // a replica: its master's delete reaches it
+			}
+			if err != nil {
+				return nil, fmt.Errorf("batonredis: prune functions on %s: delete %s: %w", addr, name, err)
+			}
+			deleted = append(deleted, name)
+		}
+	}
+	slices.Sort(deleted)
+	return slices.Compact(deleted), nil
+}
+
+// isJobLibraryName reports whether name is what newJobLibrary names a
+// library: "baton_" and twelve lowercase hex digits.
+func isJobLibraryName(name string) bool {
+	hash, ok := strings.CutPrefix(name, "baton_")
+	if !ok || len(hash) != 12 {
+		return false
+	}
+	_, err := hex.DecodeString(hash)
+	return err == nil && strings.ToLower(hash) == hash
+}

@@ -2,6 +2,7 @@ package batonredis
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -47,4 +48,55 @@ func TestJobFunctionsLoaded(t *testing.T) {
 	require.Contains(t, stats, "cmdstat_fcall:")
 	require.False(t, strings.Contains(stats, "cmdstat_eval:") || strings.Contains(stats, "cmdstat_evalsha:"),
 		"no job transition ran as a script:\n%s", stats)
+}
+
+// PruneFunctions deletes other Baton versions' libraries on every master,
+// and nothing else: not this version's, not a library of another owner.
+func TestPruneFunctions(t *testing.T) {
+	t.Parallel()
+	for name, addrs := range map[string]func() []string{
+		"standalone": func() []string { return []string{redistest.StartT(t, nil).Addr()} },
+		"cluster":    func() []string { return redistest.SharedCluster(t).Addrs() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, addrs()...)
+			d := newDriver(t, c)
+			ctx := context.Background()
+			// This version's library, loaded by a first job call.
+			_, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: "q", Jobs: []*batondriver.JobInsert{
+				{Kind: "k", Args: []byte(`{}`), MaxAttempts: 1},
+			}})
+			require.NoError(t, err)
+			old, other := "baton_"+randomHex(6), "baton_mine_"+randomHex(4)
+			for _, lib := range []string{old, other} {
+				code := fmt.Sprintf("#!lua name=%s\nredis.register_function('%s_f', function() return 1 end)", lib, lib)
+				for _, node := range c.Nodes() {
+					require.NoError(t, node.Do(ctx, node.B().FunctionLoad().FunctionCode(code).Build()).Error())
+				}
+			}
+			t.Cleanup(func() {
+				for _, node := range c.Nodes() {
+					_ = node.Do(context.Background(), node.B().FunctionDelete().LibraryName(other).Build()).Error()
+				}
+			})
+			deleted, err := d.PruneFunctions(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{old}, deleted)
+			for addr, node := range c.Nodes() {
+				for lib, want := range map[string]int{old: 0, other: 1, d.scripts.jobLib.name: 1} {
+					list, err := node.Do(ctx, node.B().FunctionList().Libraryname(lib).Build()).ToArray()
+					require.NoError(t, err)
+					require.Len(t, list, want, "%s on %s", lib, addr)
+				}
+			}
+			deleted, err = d.PruneFunctions(ctx)
+			require.NoError(t, err)
+			require.Empty(t, deleted)
+			// This version's calls go on.
+			res, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: "q", Max: 1, LeaseTTL: time.Minute})
+			require.NoError(t, err)
+			require.Len(t, res.Jobs, 1)
+		})
+	}
 }

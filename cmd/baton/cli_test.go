@@ -52,6 +52,7 @@ func TestCLI(t *testing.T) {
 		"KeyBadInput":    testKeyBadInput,
 		"ParkedDropped":  testParkedDropped,
 		"Environment":    testEnvironment,
+		"Functions":      testFunctions,
 		"BadInput":       testBadInput,
 		"Unreachable":    testUnreachable,
 		"Schedules":      testSchedules,
@@ -588,4 +589,32 @@ func testJSONError(t *testing.T, bin string) {
 	r = f.run("jobs", "list", "--limit", "x", "--json")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, `"exit_code":2`)
+}
+
+// functions prune deletes another version's job functions and keeps the
+// running version's (on a server of its own: functions are server-wide).
+func testFunctions(t *testing.T, bin string) {
+	addr := redistest.StartT(t, nil).Addr()
+	f := newFixture(t, bin, "redis://"+addr, addr)
+	ctx := context.Background()
+	_, err := f.client.Insert(ctx, email{}, nil) // loads this version's library
+	require.NoError(t, err)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+	require.NoError(t, err)
+	defer rc.Close()
+	const old = "baton_0123456789ab"
+	code := "#!lua name=" + old + "\nredis.register_function('" + old + "_f', function() return 1 end)"
+	require.NoError(t, rc.Do(ctx, rc.B().FunctionLoad().FunctionCode(code).Build()).Error())
+
+	r := f.run("functions", "prune")
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	require.Equal(t, "deleted "+old+"\n", r.stdout)
+	var out struct{ Deleted []string }
+	f.runJSON(&out, "functions", "prune")
+	require.Equal(t, []string{}, out.Deleted)
+	libs, err := rc.Do(ctx, rc.B().FunctionList().Libraryname("baton_*").Build()).ToArray()
+	require.NoError(t, err)
+	require.Len(t, libs, 1, "this version's library is kept")
+	_, err = f.client.Insert(ctx, email{}, nil)
+	require.NoError(t, err)
 }

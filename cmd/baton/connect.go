@@ -20,10 +20,11 @@ import (
 )
 
 // backend is what the commands work with: Baton's admin API and a Locker,
-// on one Redis connection.
+// on one Redis connection, and the Redis driver under them.
 type backend struct {
 	client *baton.Client
 	locker *batonlock.Locker
+	driver *batonredis.Driver
 	close  func()
 }
 
@@ -76,7 +77,7 @@ func (a *app) connect() (*backend, error) {
 		closeAll()
 		return nil, err
 	}
-	return &backend{client: client, locker: locker, close: closeAll}, nil
+	return &backend{client: client, locker: locker, driver: driver, close: closeAll}, nil
 }
 
 // redisOption turns the --redis values into rueidis options, and says where

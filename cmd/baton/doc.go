@@ -31,6 +31,7 @@
 //	baton locks show KEY                 a standalone lock's limit, holders and waiters
 //	baton schedules [-q QUEUE]           the recurring schedules the clients registered: queue,
 //	                                     kind, spec, last tick, next tick, when last seen
+//	baton functions prune                delete other Baton versions' job functions from Redis
 //	baton dash [--addr A] [--writable]   serve the dashboard (batonui) until interrupted
 //	baton demo [--redis URL] [--dash]    a few hundred jobs, every guarantee checked (in memory
 //	                                     without --redis); baton demo locks: the lock demonstration

@@ -216,6 +216,7 @@ var commands = []func(*app) *cobra.Command{
 	newLimitCmd,
 	newLocksCmd,
 	newSchedulesCmd,
+	newFunctionsCmd,
 	newDashCmd,
 	newDemoCmd,
 }
