@@ -117,7 +117,9 @@ func checkFences(key string, es []Execution, ordered bool, add func(string, ...a
 	if !ordered {
 		return
 	}
-	ended := slices.Clone(es)
+	// Runs that never ended (End 0) ended before nobody: leave them out, or
+	// they would sort first and stop the sweep below at once.
+	ended := slices.DeleteFunc(slices.Clone(es), func(e Execution) bool { return e.End == 0 })
 	slices.SortFunc(ended, func(a, b Execution) int { return cmp.Compare(a.End, b.End) })
 	started := slices.Clone(es)
 	slices.SortFunc(started, func(a, b Execution) int { return cmp.Compare(a.Start, b.Start) })
@@ -126,7 +128,7 @@ func checkFences(key string, es []Execution, ordered bool, add func(string, ...a
 	var most Execution
 	i := 0
 	for _, s := range started {
-		for i < len(ended) && ended[i].End != 0 && ended[i].End < s.Start {
+		for i < len(ended) && ended[i].End < s.Start {
 			if ended[i].Fence > most.Fence {
 				most = ended[i]
 			}

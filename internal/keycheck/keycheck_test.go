@@ -41,6 +41,11 @@ func TestCheckViolations(t *testing.T) {
 			[]Execution{{Job: "a", Key: "k", Fence: 9, Start: 0, End: 1}, {Job: "b", Key: "k", Fence: 3, Start: 2, End: 3}},
 			"with fence 3 not above 9",
 		},
+		"fence went back beside a run never ended": {
+			[]Execution{{Job: "a", Key: "k", Fence: 9, Start: 0, End: 1}, {Job: "b", Key: "k", Fence: 3, Start: 2, End: 3},
+				{Job: "c", Key: "k", Fence: 10, Start: 4}},
+			"with fence 3 not above 9",
+		},
 		"no fence": {
 			[]Execution{{Job: "a", Key: "k", Start: 0, End: 1}},
 			"ran without a fence",
