@@ -610,3 +610,34 @@ func TestStopGivesUpOnUnrecordableOutcomes(t *testing.T) {
 	require.ErrorIs(t, c.Stop(stopCtx), context.DeadlineExceeded)
 	require.Less(t, time.Since(began), 2*time.Second)
 }
+
+// With every worker busy, each finish hands its worker the next job and
+// the dispatcher never fetches; due jobs must still be admitted and run.
+func TestDueJobRunsWhileWorkersBusy(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		ran := make(chan struct{})
+		var once sync.Once
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			if job.Args.To == "due" {
+				once.Do(func() { close(ran) })
+				return nil
+			}
+			time.Sleep(time.Millisecond)
+			return baton.JobAgain() // run again: the backlog never ends
+		}), &baton.Config{Concurrency: 2, PollInterval: 50 * time.Millisecond})
+		ctx := context.Background()
+		for range 4 {
+			_, err := c.Insert(ctx, emailArgs{To: "loop"}, nil)
+			require.NoError(t, err)
+		}
+		start(t, c)
+		time.Sleep(50 * time.Millisecond) // both workers busy, handed on by their finishes
+		_, err := c.Insert(ctx, emailArgs{To: "due"}, &baton.InsertOpts{Delay: 50 * time.Millisecond})
+		require.NoError(t, err)
+		select {
+		case <-ran:
+		case <-time.After(3 * time.Second):
+			t.Fatal("a job that came due while every worker was busy did not run")
+		}
+	})
+}

@@ -80,7 +80,10 @@ type Config struct {
 
 	// PollInterval is the safety net of fetching: an idle worker pool asks
 	// its queues at least this often even if no insert woke it. New jobs
-	// wake it at once. Default 1s.
+	// wake it at once. A pool whose workers are all busy (each finish hands
+	// its worker the next job) still fetches, for no job, this often and when
+	// a scheduled job comes due: only a fetch admits due jobs and takes back
+	// expired leases. Default 1s.
 	PollInterval time.Duration
 
 	// AllowUnknownKinds lets a client with Workers insert kinds it has no

@@ -210,7 +210,10 @@ func (r *runner) dispatch() {
 	defer r.loops.Done()
 	backoff := 10 * time.Millisecond
 	for r.fetchCtx.Err() == nil {
-		next, more, failed := r.fetchRound()
+		// Taken before the round: a worker freed during it wakes the next.
+		freed := r.slotChanged()
+		busy := r.freeWorkers() == 0
+		next, more, failed := r.fetchRound(busy)
 		if failed {
 			select {
 			case <-time.After(backoff):
@@ -235,9 +238,8 @@ func (r *runner) dispatch() {
 			wait = min(wait, max(time.Until(next), time.Millisecond))
 		}
 		timer := time.NewTimer(wait)
-		var freed <-chan struct{}
-		if r.freeWorkers() == 0 {
-			freed = r.slotChanged()
+		if !busy && r.freeWorkers() > 0 {
+			freed = nil // idle workers learn of new jobs from the wakers
 		}
 		select {
 		case <-r.wake:
@@ -250,13 +252,25 @@ func (r *runner) dispatch() {
 }
 
 // fetchRound asks the queues in order for as many jobs as there are free
-// workers. It returns the earliest scheduled time seen and whether a queue
-// had more jobs available than it was asked for; failed reports that the
-// backend could not be reached.
-func (r *runner) fetchRound() (next time.Time, more bool, failed bool) {
+// workers. With none free when the round began (upkeep) it still fetches,
+// for no job: the finishes hand busy workers their next jobs, but only a
+// fetch admits due jobs, takes back expired leases and sweeps. It returns
+// the earliest scheduled time seen and whether a queue had more jobs
+// available than it was asked for; failed reports that the backend could
+// not be reached.
+func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool) {
+	// A round that begins with no free worker (upkeep) fetches no job from
+	// any queue, even if a worker frees meanwhile: that wakes the next
+	// round, which asks the queues in order (StrictPriority).
 	for _, queue := range r.order() {
-		free := r.freeWorkers()
-		if free == 0 || r.fetchCtx.Err() != nil {
+		free := 0
+		if !upkeep {
+			free = r.freeWorkers()
+			if free == 0 {
+				return next, more, false // this round's fetches took every worker
+			}
+		}
+		if r.fetchCtx.Err() != nil {
 			return next, more, false
 		}
 		// A fetch leases its jobs: once sent, it is seen through even if

@@ -226,7 +226,11 @@ type JobInsertResult struct {
 // JobFetchParams are the parameters of JobFetch.
 type JobFetchParams struct {
 	Queue string
-	Max   int
+	// Max is the most jobs to lease. 0 leases none: the call does only its
+	// upkeep (due jobs admitted, expired leases taken back, sweeps), which
+	// a process whose workers are all busy still needs, since the leases
+	// of JobFinish's Fetch do none.
+	Max int
 	// LeaseTTL is how long the fetched jobs' leases last unless extended.
 	LeaseTTL time.Duration
 	// RecoverDelay is how long after its lease expired (its worker died or
@@ -310,9 +314,10 @@ type JobFinishParams struct {
 	Retention time.Duration
 	// Fetch, if set, leases up to Fetch.Max available jobs of the queue to
 	// the caller in the same step, after the outcomes are recorded and the
-	// freed key slots' parked jobs promoted, exactly as JobFetch would
+	// freed key slots' parked jobs promoted, as JobFetch leases them
 	// (nothing from a paused queue): a worker pool hands the workers that
 	// just freed up straight to the next jobs, without a fetch round trip.
+	// It does none of JobFetch's upkeep (due jobs, expired leases, sweeps).
 	Fetch *JobFinishFetch
 }
 

@@ -476,6 +476,19 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		require.True(t, res.NextRunAt.IsZero())
 	})
 
+	// A fetch of no job leases nothing but does the upkeep: a due job is
+	// admitted.
+	t.Run("FetchOfNoJobDoesUpkeep", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(50 * time.Millisecond) }))
+		require.Equal(t, batondriver.JobStateScheduled, f.get(r.ID).State)
+		time.Sleep(100 * time.Millisecond)
+		res := f.fetch(0)
+		require.Empty(t, res.Jobs)
+		require.Equal(t, batondriver.JobStateAvailable, f.get(r.ID).State, "a fetch of no job did not admit a due job")
+		require.True(t, res.More, "a job is available")
+	})
+
 	t.Run("ScheduledBecomesAvailable", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		const delay = 200 * time.Millisecond
@@ -1309,7 +1322,7 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 
 		for name, p := range map[string]batondriver.JobFetchParams{
 			"fetch: empty queue":    {Max: 1, LeaseTTL: time.Second},
-			"fetch: zero max":       {Queue: f.queue, LeaseTTL: time.Second},
+			"fetch: negative max":   {Queue: f.queue, Max: -1, LeaseTTL: time.Second},
 			"fetch: zero lease TTL": {Queue: f.queue, Max: 1},
 			"fetch: sub-ms TTL":     {Queue: f.queue, Max: 1, LeaseTTL: time.Microsecond},
 			"fetch: negative delay": {Queue: f.queue, Max: 1, LeaseTTL: time.Second, RecoverDelay: -time.Second},

@@ -272,7 +272,7 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if p.Max < 1 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 || p.DeadRetention < 0 || p.DroppedRetention < 0 {
+	if p.Max < 0 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 || p.DeadRetention < 0 || p.DroppedRetention < 0 {
 		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Max %d, LeaseTTL %v, RecoverDelay %v, DeadRetention %v, DroppedRetention %v",
 			batondriver.ErrBadParams, p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention, p.DroppedRetention))
 	}

@@ -377,7 +377,7 @@ func TestJobBadParams(t *testing.T) {
 		require.ErrorIs(t, err, batondriver.ErrBadParams)
 	}
 	for _, p := range []*batondriver.JobFetchParams{
-		{Queue: q, Max: 0, LeaseTTL: time.Second}, {Queue: q, Max: 1}, {Queue: q, Max: 1, LeaseTTL: time.Second, RecoverDelay: -1},
+		{Queue: q, Max: -1, LeaseTTL: time.Second}, {Queue: q, Max: 1}, {Queue: q, Max: 1, LeaseTTL: time.Second, RecoverDelay: -1},
 	} {
 		_, err := d.JobFetch(ctx, p)
 		require.ErrorIs(t, err, batondriver.ErrBadParams)

@@ -5,7 +5,7 @@
 -- KEYS: the queue keys (see joblib.lua). This script builds job keys as J ..
 -- id and concurrency keys' keys from K: the IDs come from A, S, R and C, the
 -- concurrency keys from those jobs (see the exception in joblib.lua).
--- ARGV[1] most jobs to lease (n)
+-- ARGV[1] most jobs to lease (n; 0: only the steps below, no lease)
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] recover delay in ms
 -- ARGV[4] n fresh random leases of LEASE_LEN characters each, one after the
