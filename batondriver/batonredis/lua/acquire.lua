@@ -26,8 +26,15 @@ local function next_expiry()
   return math.max(tonumber(first[2]) - now, 1)
 end
 
-if mode ~= 'try' and redis.call('HGET', I, token) == GONE then
+-- Changes nothing: the call ran after its caller gave up.
+local function gone()
   return {0, 0, 0, 0, next_expiry(), now}
+end
+
+-- A queued or holding token cannot be marked (a give-up removes it), so a
+-- recheck looks for the mark only once it finds neither, below.
+if mode == 'wait' and redis.call('HGET', I, token) == GONE then
+  return gone()
 end
 
 local st = load(ARGV[3])
@@ -55,6 +62,10 @@ if mode == 'recheck' then
     save(st)
     local fence = string.match(held, '^(%d+):')
     return {1, tonumber(fence), tonumber(redis.call('ZSCORE', H, held)) - now, 0, 0, now}
+  end
+  if redis.call('HGET', I, token) == GONE then
+    save(st)
+    return gone()
   end
   -- The place expired and no grant is left (a long pause): queue again below.
 end
