@@ -103,7 +103,7 @@ func New(client rueidis.Client, cfg *Config) (*Driver, error) {
 		prefix:  prefix,
 		linger:  linger,
 		id:      hex.EncodeToString(id[:]),
-		scripts: defaultScripts,
+		scripts: defaultScripts.withOwnLibrary(),
 		subs:    make(map[string]*subscription),
 		noIndex: cfg.NoLockIndex,
 	}, nil

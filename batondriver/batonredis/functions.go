@@ -84,6 +84,13 @@ func (f *jobFunc) Exec(ctx context.Context, c rueidis.Client, keys, args []strin
 	if !missingFunction(res.Error()) {
 		return res
 	}
+	return f.afterMissing(ctx, c, keys, args)
+}
+
+// afterMissing runs the transition once an FCALL of it found the function
+// missing: it loads the library and calls it again, or, where the server
+// cannot take functions, runs it as a script from then on.
+func (f *jobFunc) afterMissing(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
 	if err := f.lib.load(ctx, c); err != nil {
 		return f.script.Exec(ctx, c, keys, args)
 	}
@@ -99,7 +106,8 @@ func (f *jobFunc) call(c rueidis.Client, keys, args []string) rueidis.Completed 
 // have the function.
 func missingFunction(err error) bool {
 	e, ok := rueidis.IsRedisErr(err)
-	return ok && strings.Contains(e.Error(), "Function not found")
+	// "unknown command": a server without functions (Redis < 7).
+	return ok && (strings.Contains(e.Error(), "Function not found") || strings.Contains(e.Error(), "unknown command"))
 }
 
 // load loads the library on every node of c. A server that cannot take it

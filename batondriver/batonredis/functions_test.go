@@ -100,3 +100,34 @@ func TestPruneFunctions(t *testing.T) {
 		})
 	}
 }
+
+// A server without functions (Redis < 7 answers FCALL and FUNCTION with
+// "unknown command"; here they are renamed away) runs the transitions as
+// scripts, from the first call on.
+func TestJobScriptsWithoutFunctions(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartT(t, &redistest.Options{Args: []string{"--rename-command", "FCALL", "", "--rename-command", "FUNCTION", ""}})
+	c := newClient(t, srv.Addr())
+	d := newDriver(t, c)
+	ctx := context.Background()
+	for range 2 { // the first insert into a queue is pipelined with its registration
+		_, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: "q", Jobs: []*batondriver.JobInsert{
+			{Kind: "k", Args: []byte(`{}`), MaxAttempts: 1},
+		}})
+		require.NoError(t, err)
+	}
+	res, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: "q", Max: 2, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 2)
+	require.True(t, d.scripts.jobLib.useEval.Load(), "did not fall back to scripts")
+	queues, err := d.QueueList(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"q"}, queues)
+
+	// That is the server's fact, not the process's: a driver on a server
+	// with functions still uses them.
+	other := newDriver(t, newClient(t, redistest.StartT(t, nil).Addr()))
+	_, err = other.QueueStats(ctx, &batondriver.QueueParams{Queue: "q"})
+	require.NoError(t, err)
+	require.False(t, other.scripts.jobLib.useEval.Load(), "one server without functions made every driver use scripts")
+}

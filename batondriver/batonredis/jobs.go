@@ -87,16 +87,25 @@ func (d *Driver) insert(ctx context.Context, queue string, keys, args []string) 
 	if _, registered := d.queuesSeen.Load(queue); registered {
 		return f.Exec(ctx, c, keys, args).ToArray()
 	}
-	res := c.DoMulti(ctx, f.call(c, keys, args), c.B().Sadd().Key(d.queuesKey()).Member(queue).Build())
-	reply := res[0]
-	if missingFunction(reply.Error()) {
-		reply = f.Exec(ctx, c, keys, args)
+	sadd := c.B().Sadd().Key(d.queuesKey()).Member(queue).Build()
+	var reply rueidis.RedisResult
+	var added error
+	if f.lib.useEval.Load() {
+		// No functions: the script cannot be pipelined (it may need a
+		// second send after NOSCRIPT); this once, two round trips.
+		reply, added = f.Exec(ctx, c, keys, args), c.Do(ctx, sadd).Error()
+	} else {
+		res := c.DoMulti(ctx, f.call(c, keys, args), sadd)
+		reply, added = res[0], res[1].Error()
+		if missingFunction(reply.Error()) {
+			reply = f.afterMissing(ctx, c, keys, args)
+		}
 	}
 	arr, err := reply.ToArray()
 	if err != nil {
 		return nil, err
 	}
-	if res[1].Error() == nil {
+	if added == nil {
 		d.queuesSeen.Store(queue, struct{}{})
 	}
 	return arr, nil

@@ -127,3 +127,20 @@ func compile(body string) *rueidis.Lua {
 }
 
 var defaultScripts = newScripts(luaJobLib)
+
+// withOwnLibrary returns a copy of s whose job transitions keep a library
+// state of their own (loads, the fallback to scripts): whether a server
+// takes functions is a fact about a driver's server, not the process's.
+func (s *scripts) withOwnLibrary() *scripts {
+	c := *s
+	c.jobLib = &jobLibrary{name: s.jobLib.name, src: s.jobLib.src}
+	for _, f := range []**jobFunc{
+		&c.jobInsert, &c.jobFetch, &c.jobExtend, &c.jobFinish, &c.jobRetry,
+		&c.jobDelete, &c.jobPause, &c.jobList, &c.jobStats,
+		&c.keySetLimit, &c.keyGet, &c.keyList,
+		&c.scheduleRegister, &c.scheduleList,
+	} {
+		*f = &jobFunc{lib: c.jobLib, name: (*f).name, script: (*f).script}
+	}
+	return &c
+}
