@@ -197,6 +197,9 @@ var ErrKeyNotFound = batondriver.ErrKeyNotFound
 // time its next parked job was parked, and its last fencing token; not its
 // holders (see KeyGet). It reads an index, not the keyspace.
 func (c *Client) KeyList(ctx context.Context, queue string, opts *KeyListOpts) ([]*KeyInfo, int, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, 0, fmt.Errorf("baton: KeyList: %w", err)
+	}
 	p := &batondriver.KeyListParams{Queue: queue}
 	if opts != nil {
 		p.Limit, p.Offset = opts.Limit, opts.Offset
@@ -211,6 +214,9 @@ func (c *Client) KeyList(ctx context.Context, queue string, opts *KeyListOpts) (
 // KeyGet returns the state of a concurrency key of a queue with its
 // holders (their fences and lease expiry), or ErrKeyNotFound.
 func (c *Client) KeyGet(ctx context.Context, queue, key string) (*KeyInfo, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, fmt.Errorf("baton: KeyGet: %w", err)
+	}
 	info, err := c.driver.KeyGet(ctx, &batondriver.KeyParams{Queue: queue, Key: key})
 	if err != nil {
 		return nil, fmt.Errorf("baton: KeyGet: %w", err)
@@ -225,6 +231,9 @@ func (c *Client) KeyGet(ctx context.Context, queue, key string) (*KeyInfo, error
 // than n run once the running ones end. It returns the key's state after the
 // change.
 func (c *Client) SetLimit(ctx context.Context, queue, key string, n int) (*KeyInfo, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, fmt.Errorf("baton: SetLimit: %w", err)
+	}
 	info, err := c.driver.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: queue, Key: key, Limit: n})
 	if err != nil {
 		return nil, fmt.Errorf("baton: SetLimit: %w", err)
@@ -235,6 +244,9 @@ func (c *Client) SetLimit(ctx context.Context, queue, key string, n int) (*KeyIn
 // ResetLimit removes a key's stored limit: each job's own default limit
 // applies again (promoting parked jobs if that is higher).
 func (c *Client) ResetLimit(ctx context.Context, queue, key string) (*KeyInfo, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, fmt.Errorf("baton: ResetLimit: %w", err)
+	}
 	info, err := c.driver.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: queue, Key: key, Reset: true})
 	if err != nil {
 		return nil, fmt.Errorf("baton: ResetLimit: %w", err)

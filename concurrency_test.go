@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/batondriver/batonmem"
 )
 
 type webhookArgs struct {
@@ -367,4 +368,22 @@ func TestFinishHandsWorkerOn(t *testing.T) {
 		require.GreaterOrEqual(t, d.leasedByFinish.Load(), int64(45), "the promoted jobs start from the finish")
 		require.Less(t, d.fetches.Load(), int64(10))
 	})
+}
+
+// The key admin calls check the queue name before asking the backend, as
+// the other admin calls do, so both backends refuse the same names.
+func TestKeyAdminChecksQueue(t *testing.T) {
+	t.Parallel()
+	c, err := baton.NewClient(batonmem.New(), nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	const want = `byte ' ' not allowed`
+	_, _, err = c.KeyList(ctx, "bad queue", nil)
+	require.ErrorContains(t, err, want)
+	_, err = c.KeyGet(ctx, "bad queue", "k")
+	require.ErrorContains(t, err, want)
+	_, err = c.SetLimit(ctx, "bad queue", "k", 1)
+	require.ErrorContains(t, err, want)
+	_, err = c.ResetLimit(ctx, "bad queue", "k")
+	require.ErrorContains(t, err, want)
 }
