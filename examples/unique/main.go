@@ -177,7 +177,7 @@ A throwaway server: redis-server --port 6390 --save "" --appendonly no`)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 
-	s := &scenario{ctx: ctx, out: out, events: make(chan event, 100), labels: map[string]string{}}
+	s := &scenario{ctx: ctx, out: out, events: make(chan event, 100), labels: map[string]string{}, Checks: exampleenv.Checks{Out: out}}
 	// This process's client inserts now and works only after the kill.
 	s.client, err = newClient(driver, func(e event) {
 		e.pid, e.at = os.Getpid(), time.Now()
@@ -192,8 +192,8 @@ A throwaway server: redis-server --port 6390 --save "" --appendonly no`)
 	csv := s.insert("export 7 csv", Export{Account: 7, Format: "csv"})
 	csvTwin := s.insert("export 7 csv, again", Export{Account: 7, Format: "csv"})
 	pdf := s.insert("export 7 pdf", Export{Account: 7, Format: "pdf"})
-	s.check(csvTwin.Status == baton.JobDuplicate && csvTwin.Job.ID == csv.Job.ID, "an identical export resolves to the first: same kind and payload")
-	s.check(pdf.Status == baton.JobInserted && pdf.Job.ID != csv.Job.ID, "an export with another format is another job")
+	s.Check(csvTwin.Status == baton.JobDuplicate && csvTwin.Job.ID == csv.Job.ID, "an identical export resolves to the first: same kind and payload")
+	s.Check(pdf.Status == baton.JobInserted && pdf.Job.ID != csv.Job.ID, "an export with another format is another job")
 
 	w, err := startWorker(*redisURL, prefix, s.events)
 	if err != nil {
@@ -215,15 +215,15 @@ A throwaway server: redis-server --port 6390 --save "" --appendonly no`)
 	})
 	row := s.whenRecorded([]string{products.Job.ID})[products.Job.ID]
 	fmt.Fprintf(out, "  lease seen extended %d times while it ran\n", len(leases)-1)
-	s.check(row.State == baton.JobStateCompleted && row.Attempt == 1 && len(leases) >= 3, "it completed in its first attempt, its lease renewed as it ran")
+	s.Check(row.State == baton.JobStateCompleted && row.Attempt == 1 && len(leases) >= 3, "it completed in its first attempt, its lease renewed as it ran")
 
 	fmt.Fprintln(out, "\nS5, S6: a worker killed mid-job; a twin that cannot get the lock.")
 	orders := s.insert("rebuild orders by cron", Rebuild{Index: "orders", RequestedBy: "cron", RequestedAt: time.Now(), Work: time.Second})
 	s.await("start", orders.Job.ID, nil)
 	alice := s.insert("rebuild orders by alice", Rebuild{Index: "orders", RequestedBy: "alice", RequestedAt: time.Now(), Work: time.Second})
 	bob := s.insert("rebuild orders by bob", Rebuild{Index: "orders", RequestedBy: "bob", RequestedAt: time.Now(), Work: time.Second})
-	s.check(alice.Job.State == baton.JobStateParked, "alice's rebuild cannot get the lock while cron's runs: it waits parked")
-	s.check(bob.Status == baton.JobDuplicate && bob.Job.ID == alice.Job.ID, "bob's resolves to alice's: the key is the index alone, not who asked or when")
+	s.Check(alice.Job.State == baton.JobStateParked, "alice's rebuild cannot get the lock while cron's runs: it waits parked")
+	s.Check(bob.Status == baton.JobDuplicate && bob.Job.ID == alice.Job.ID, "bob's resolves to alice's: the key is the index alone, not who asked or when")
 	if info, err := s.client.KeyGet(ctx, "default", "index:orders"); err == nil {
 		fmt.Fprintf(out, "  lock index:orders: %d running, %d parked\n", info.Running, info.Parked)
 	}
@@ -254,16 +254,16 @@ A throwaway server: redis-server --port 6390 --save "" --appendonly no`)
 	if len(cron.Errors) > 0 {
 		lease = cron.Errors[0].Error
 	}
-	s.check(cron.State == baton.JobStateCompleted && cron.Attempt == 2, fmt.Sprintf("cron's rebuild ran again after its lease expired and completed (attempt %d; recorded: %q)", cron.Attempt, lease))
+	s.Check(cron.State == baton.JobStateCompleted && cron.Attempt == 2, fmt.Sprintf("cron's rebuild ran again after its lease expired and completed (attempt %d; recorded: %q)", cron.Attempt, lease))
 	completed := 0
 	for _, row := range rows {
 		if row.State == baton.JobStateCompleted {
 			completed++
 		}
 	}
-	s.check(completed == len(all), fmt.Sprintf("nothing lost: %d of %d jobs completed", completed, len(all)))
-	s.check(s.oneAtATime(map[string]bool{orders.Job.ID: true, alice.Job.ID: true}, killedAt), "the orders rebuilds never ran at once, and their fences rose")
-	return s.result()
+	s.Check(completed == len(all), fmt.Sprintf("nothing lost: %d of %d jobs completed", completed, len(all)))
+	s.Check(s.oneAtATime(map[string]bool{orders.Job.ID: true, alice.Job.ID: true}, killedAt), "the orders rebuilds never ran at once, and their fences rose")
+	return s.Result()
 }
 
 // scenario narrates the jobs of both processes and checks them.
@@ -274,13 +274,13 @@ type scenario struct {
 	events  chan event
 	labels  map[string]string // job ID → what it is
 	history []event
-	failed  int
+	exampleenv.Checks
 }
 
 func (s *scenario) insert(label string, args baton.JobArgs) *baton.InsertResult {
 	res, err := s.client.Insert(s.ctx, args, nil)
 	if err != nil {
-		s.check(false, fmt.Sprintf("insert %s: %v", label, err))
+		s.Check(false, fmt.Sprintf("insert %s: %v", label, err))
 		return &baton.InsertResult{Job: &baton.JobRow{}}
 	}
 	if _, ok := s.labels[res.Job.ID]; !ok {
@@ -314,7 +314,7 @@ func (s *scenario) await(what, id string, every func()) event {
 				every()
 			}
 		case <-s.ctx.Done():
-			s.check(false, fmt.Sprintf("%s of %s in time", what, s.labels[id]))
+			s.Check(false, fmt.Sprintf("%s of %s in time", what, s.labels[id]))
 			return event{}
 		}
 	}
@@ -374,24 +374,6 @@ func (s *scenario) oneAtATime(jobs map[string]bool, killedAt time.Time) bool {
 		}
 	}
 	return len(spans) == 3
-}
-
-func (s *scenario) check(ok bool, what string) {
-	mark := "ok"
-	if !ok {
-		mark = "FAILED"
-		s.failed++
-	}
-	fmt.Fprintf(s.out, "  %-6s %s\n", mark, what)
-}
-
-func (s *scenario) result() int {
-	if s.failed > 0 {
-		fmt.Fprintf(s.out, "\n%d check(s) FAILED\n", s.failed)
-		return 1
-	}
-	fmt.Fprintln(s.out, "\nAll guarantees held.")
-	return 0
 }
 
 // workerProc is the worker process.

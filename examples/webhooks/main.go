@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 		fmt.Fprintln(out, "webhooks:", err)
 		return 1
 	}
-	a := &admin{ctx: ctx, out: out, client: client, tally: t}
+	a := &admin{ctx: ctx, out: out, client: client, tally: t, Checks: exampleenv.Checks{Out: out}}
 	fmt.Fprintf(out, "Webhooks on %s: %d per customer, at most 10 at once per customer.\n\n", exampleenv.Backend(*redisURL), perCustomer)
 
 	var jobs []*baton.InsertManyParams
@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	a.waitUntil(func() bool { return t.delivered("acme") >= acme+9 })
 	info := a.keyGet("initech")
 	fmt.Fprintf(out, "initech while halted: %d delivered, then %d; %d holding a slot, %d parked\n", initech, t.delivered("initech"), info.Holding, info.Parked)
-	a.check(t.delivered("initech") == initech && info.Holding == 0 && info.Parked > 0, "a limit of 0 halted initech; its deliveries wait parked")
+	a.Check(t.delivered("initech") == initech && info.Holding == 0 && info.Parked > 0, "a limit of 0 halted initech; its deliveries wait parked")
 	a.end()
 
 	a.begin("initech resumed, limits reset")
@@ -173,8 +173,8 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	fmt.Fprintln(out, "\nChecks:")
 	t.check(a)
 	_, active, err := client.KeyList(context.WithoutCancel(ctx), queue, nil)
-	a.check(err == nil && active == 0, "every key went idle: no holder, nothing parked, no override left")
-	return a.result()
+	a.Check(err == nil && active == 0, "every key went idle: no holder, nothing parked, no override left")
+	return a.Result()
 }
 
 // admin changes the limits and watches the keys, as an admin UI would,
@@ -185,7 +185,7 @@ type admin struct {
 	client *baton.Client
 	tally  *tally
 	phase  string // the current phase
-	failed int
+	exampleenv.Checks
 }
 
 func (a *admin) key(customer string) string { return "customer:" + customer }
@@ -222,13 +222,13 @@ func (a *admin) resetLimit(customer string) {
 
 func (a *admin) limitSet(customer, call string, old, n int, info *baton.KeyInfo, err error) {
 	if err != nil {
-		a.check(false, fmt.Sprintf("%s %s: %v", customer, call, err))
+		a.Check(false, fmt.Sprintf("%s %s: %v", customer, call, err))
 		return
 	}
 	fmt.Fprintf(a.out, "%-8s %-13s → limit %2d: %2d holding a slot, %2d parked\n", customer, call, info.Limit, info.Holding, info.Parked)
 	switch {
 	case n > old:
-		a.check(info.Holding == n || info.Parked == 0, "raising the limit started parked deliveries in the same step")
+		a.Check(info.Holding == n || info.Parked == 0, "raising the limit started parked deliveries in the same step")
 	case n == 0:
 		fmt.Fprintln(a.out, "         halted: the running deliveries finish, no other starts")
 	case n < old:
@@ -263,7 +263,7 @@ func (a *admin) waitUntil(done func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if a.ctx.Err() != nil {
-		a.check(false, fmt.Sprintf("phase %q finished in time", a.phase))
+		a.Check(false, fmt.Sprintf("phase %q finished in time", a.phase))
 	}
 }
 
@@ -272,24 +272,6 @@ func (a *admin) end() {
 	a.tally.endPhase(a.phase)
 	fmt.Fprintf(a.out, "delivered so far: acme %d, globex %d, initech %d\n\n",
 		a.tally.delivered("acme"), a.tally.delivered("globex"), a.tally.delivered("initech"))
-}
-
-func (a *admin) check(ok bool, what string) {
-	mark := "ok"
-	if !ok {
-		mark = "FAILED"
-		a.failed++
-	}
-	fmt.Fprintf(a.out, "  %-6s %s\n", mark, what)
-}
-
-func (a *admin) result() int {
-	if a.failed > 0 {
-		fmt.Fprintf(a.out, "\n%d check(s) FAILED\n", a.failed)
-		return 1
-	}
-	fmt.Fprintln(a.out, "\nAll guarantees held.")
-	return 0
 }
 
 // tally counts the deliveries running and done per customer, checking each
@@ -435,9 +417,9 @@ func (t *tally) check(a *admin) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, v := range t.violations {
-		a.check(false, v)
+		a.Check(false, v)
 	}
-	a.check(len(t.violations) == 0, "no customer ever ran more deliveries at once than its limit allowed")
+	a.Check(len(t.violations) == 0, "no customer ever ran more deliveries at once than its limit allowed")
 	lost, repeated := 0, 0
 	for _, name := range customers {
 		for n := range perCustomer {
@@ -449,7 +431,7 @@ func (t *tally) check(a *admin) {
 			}
 		}
 	}
-	a.check(lost == 0 && repeated == 0, fmt.Sprintf("each of the %d deliveries ran exactly once (%d lost, %d repeated)", perCustomer*len(customers), lost, repeated))
+	a.Check(lost == 0 && repeated == 0, fmt.Sprintf("each of the %d deliveries ran exactly once (%d lost, %d repeated)", perCustomer*len(customers), lost, repeated))
 	acme := t.customers["acme"]
-	a.check(acme.delivered[ping] == 0 && acme.delivered[digest] == 1, "the ping was dropped; the digest, rescheduled while acme was busy, ran once")
+	a.Check(acme.delivered[ping] == 0 && acme.delivered[digest] == 1, "the ping was dropped; the digest, rescheduled while acme was busy, ran once")
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // Open returns the in-memory backend for an empty url, else Redis at url
-// with keys under prefix (nil: the default), and a function that closes it.
+// with keys under prefix ("": the default), and a function that closes it.
 func Open(url string, prefix string) (batondriver.Driver, func(), error) {
 	if url == "" {
 		return batonmem.New(), func() {}, nil
