@@ -35,7 +35,8 @@
 --   K .. k .. ':h'  set: its holders, the IDs of its available and running jobs
 --   K .. k .. ':p'  list: its parked job IDs, head first
 --   K .. k .. ':m'  hash: def (default limit), limit (override), fence (last
---                   fencing token); kept for good, so that fences keep rising
+--                   fencing token), mixed (see promote); kept for good, so
+--                   that fences keep rising
 -- The first two vanish when empty; k is in KI while it has holders, parked
 -- jobs or an override.
 --
@@ -225,7 +226,9 @@ end
 
 -- Concurrency keys (docs/concurrency.md). A job holds a slot of its key from
 -- admission (available) until it leaves running; admit, release and promote
--- below are the only places that change a key's holders or parked jobs.
+-- below change a key's holders and parked jobs, and besides them only
+-- job_delete.lua (a parked job deleted) and key_setlimit.lua (holders
+-- moved back to parked by a lowered limit).
 
 -- What admit did with a job; the insert script replies with these codes.
 local AVAILABLE, SCHEDULED, PARKED, DROPPED, REFUSED = 0, 1, 2, 3, 4

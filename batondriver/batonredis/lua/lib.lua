@@ -14,9 +14,10 @@
 -- H, W, X and I carry expiries and vanish when empty; C lives forever so that
 -- fencing tokens never repeat.
 --
--- Every redis.call costs about a microsecond of the server's single thread,
--- so the common paths make few: holders are reaped only when the key looks
--- full, the configuration is read once and written at most once per script.
+-- Every redis.call costs one to three microseconds of the server's single
+-- thread, so the common paths make few: holders are reaped only when the
+-- key looks full, the configuration is read once and written at most once
+-- per script.
 local H, W, X, I, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 -- The value of I for a token that gave up (see I above).
