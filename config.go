@@ -42,8 +42,9 @@ type Config struct {
 	LeaseTTL time.Duration
 
 	// HeartbeatInterval is how often running jobs' leases are renewed, each
-	// to a full LeaseTTL. Default LeaseTTL/3; it must be shorter than
-	// LeaseTTL. A handler that overruns its timeout by more than LeaseTTL
+	// to a full LeaseTTL. Default LeaseTTL/3; at most LeaseTTL/2, so that a
+	// renewal has time to be answered before the worker stops trusting the
+	// lease (a little before LeaseTTL). A handler that overruns its timeout by more than LeaseTTL
 	// (it ignores its context) is no longer renewed: its lease, and its
 	// key's slot, expire, and its late outcome is ignored — a hung job
 	// cannot hold its key for ever.
@@ -174,8 +175,8 @@ func newConfig(cfg *Config) (*config, error) {
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = c.LeaseTTL / 3
 	}
-	if c.HeartbeatInterval < 0 || c.HeartbeatInterval >= c.LeaseTTL {
-		errs = append(errs, fmt.Errorf("baton: Config.HeartbeatInterval %v must be positive and shorter than LeaseTTL (%v)",
+	if c.HeartbeatInterval < 0 || c.HeartbeatInterval > c.LeaseTTL/2 {
+		errs = append(errs, fmt.Errorf("baton: Config.HeartbeatInterval %v must be positive and at most half of LeaseTTL (%v)",
 			c.HeartbeatInterval, c.LeaseTTL))
 	}
 	if c.JobTimeout == 0 {
