@@ -19,7 +19,7 @@ import (
 // runScripts is part 4, for diagnosis: the server cost of Baton's insert,
 // fetch and finish scripts per job, each run alone through the driver
 // (no Client), one call after the other, so that INFO commandstats'
-// evalsha entry holds that script only.
+// fcall entry holds that script only.
 func runScripts(ctx context.Context, e *env) error {
 	jobs := e.p.scriptJobs
 	fmt.Fprintf(os.Stderr, "part 4: Baton's scripts alone (%d jobs per step)\n", jobs)

@@ -6,8 +6,8 @@ import (
 	"github.com/batonhq/baton/bench/internal/redisstat"
 )
 
-// evalsha is the number of script and function calls in a delta.
-func evalsha(s redisstat.Snap) int64 { return s.Scripts().Calls }
+// scriptCalls is the number of script and function calls in a delta.
+func scriptCalls(s redisstat.Snap) int64 { return s.Scripts().Calls }
 
 // scriptUsec is the server time of the script and function calls in a
 // delta, their redis.calls included.

@@ -204,8 +204,8 @@ func runOneKey(ctx context.Context, e *env) error {
 			d := c.drv
 			notes = append(notes, fmt.Sprintf("%s: per job %.2f fetches (%.2f returned a job), %.2f finishes, %.2f waits (BLPOP);",
 				r.name, float64(d.fetches)/done, float64(d.fetched)/done, float64(d.finishes)/done, float64(d.waits)/done),
-				fmt.Sprintf("  %.2f script calls (EVALSHA) per job, %.1f µs of script time per job.",
-					float64(evalsha(c.redis))/done, float64(scriptUsec(c.redis))/done))
+				fmt.Sprintf("  %.2f script calls (FCALL/EVALSHA) per job, %.1f µs of script time per job.",
+					float64(scriptCalls(c.redis))/done, float64(scriptUsec(c.redis))/done))
 		}
 		if verbose {
 			breakdown = append(breakdown, fmt.Sprintf("%s: %s", r.name, c.redis.Describe(int64(done))))

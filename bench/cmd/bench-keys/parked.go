@@ -67,7 +67,7 @@ func runParked(ctx context.Context, e *env) error {
 		t.Add(fmt.Sprint(n), fmt.Sprint(c.window), fmt.Sprintf("%d..%d", n-c.warm-1, n-c.warm-c.window-1),
 			table.Rate(w/c.elapsed.Seconds()),
 			table.Float(float64(c.redis.Client)/w, 2), table.Float(float64(c.redis.Total)/w, 1),
-			table.Float(float64(evalsha(c.redis))/w, 2), table.Float(float64(scriptUsec(c.redis))/w, 1),
+			table.Float(float64(scriptCalls(c.redis))/w, 2), table.Float(float64(scriptUsec(c.redis))/w, 1),
 			table.Float(c.redis.CPU*1e6/w, 1),
 			table.Float(float64(c.drv.fetches)/w, 2), table.Float(float64(c.drv.waits)/w, 2),
 			table.Rate(float64(n)/c.insert.Seconds()))
@@ -79,7 +79,7 @@ func runParked(ctx context.Context, e *env) error {
 	t.Note("window: completed jobs measured, after %d unmeasured ones (fewer for small N); parked in window: how many", p.parkWarm)
 	t.Note("  jobs were parked at its start and end. No job runs to completion beyond the window; the rest are deleted.")
 	t.Note("cmds/job: client-side count; server calls/job: INFO stats total_commands_processed growth (redis.calls")
-	t.Note("  inside scripts included); scripts/job: EVALSHA calls; script µs: their server time (commandstats usec).")
+	t.Note("  inside scripts included); scripts/job: FCALL/EVALSHA calls; script µs: their server time (commandstats usec).")
 	t.Note("fetches/job, waits/job: JobFetch and JobWait (BLPOP) calls of the pool, counted by a driver wrapper.")
 	t.Note("insert jobs/s: the N keyed inserts, not measured in the window.")
 	t.Print(os.Stdout)

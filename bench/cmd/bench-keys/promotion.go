@@ -123,7 +123,7 @@ func runPromotion(ctx context.Context, e *env) error {
 	t.Note("  timed by a wrapper around the driver: the last such event before the handler started and after the")
 	t.Note("  return; seen: in how many promotions the event fell in that gap (a wake can come from a timer instead).")
 	t.Note("Whole run: %.2f server calls, %.2f scripts, %.1f µs of Redis CPU per job.",
-		float64(w.Delta.Total)/jobs, float64(evalsha(w.Delta))/jobs, w.Delta.CPU*1e6/jobs)
+		float64(w.Delta.Total)/jobs, float64(scriptCalls(w.Delta))/jobs, w.Delta.CPU*1e6/jobs)
 	t.Print(os.Stdout)
 	if verbose {
 		table.PrintBreakdown(os.Stdout, "3. (-v): server command calls per job x µs per call", []string{w.Delta.Describe(int64(n))})

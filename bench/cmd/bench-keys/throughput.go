@@ -81,7 +81,7 @@ func runThroughput(ctx context.Context, e *env) error {
 		redisstat.CheckCounters(&s.redis)
 		t.Add(r.name, table.Rate(loadgen.Median(rates[r.name])), table.Range(rates[r.name]),
 			table.Float(float64(s.redis.Client)/jobs, 2), table.Float(float64(s.redis.Total)/jobs, 1),
-			table.Float(float64(evalsha(s.redis))/jobs, 3), table.Float(float64(scriptUsec(s.redis))/jobs, 1),
+			table.Float(float64(scriptCalls(s.redis))/jobs, 3), table.Float(float64(scriptUsec(s.redis))/jobs, 1),
 			table.Float(s.redis.CPU*1e6/jobs, 1), fmt.Sprintf("%.0f%%", 100*s.redis.CPU/secs),
 			table.Float(s.cpu.Seconds()*1e6/jobs, 1),
 			table.Float(float64(s.drv.fetched)/float64(max(s.drv.fetches, 1)), 1),
@@ -96,7 +96,7 @@ func runThroughput(ctx context.Context, e *env) error {
 		p.tpKeys, p.tpLimit, min(p.tpJobs, p.tpKeys*p.tpLimit))
 	t.Note("Baton's defaults but Concurrency (CompletedRetention 24h: completed jobs are kept).")
 	t.Note("cmds/job: client-side count; server calls/job: INFO stats total_commands_processed growth; scripts/job:")
-	t.Note("  EVALSHA calls; script µs: their server time. Redis CPU / bench CPU: 100%% = one core.")
+	t.Note("  FCALL/EVALSHA calls; script µs: their server time. Redis CPU / bench CPU: 100%% = one core.")
 	t.Note("jobs/fetch, jobs/finish: jobs per JobFetch that returned any / per JobFinish; waits: JobWait (BLPOP) calls.")
 	t.Print(os.Stdout)
 	table.PrintBreakdown(os.Stdout, "4. per row (-v): server command calls per job x µs per call", breakdown)

@@ -74,7 +74,10 @@ func run(quick bool, parts, cpuprofile string) error {
 	if quick {
 		p = quickPlan
 	}
-	want := runflags.Parts(parts)
+	want, err := runflags.Parts(parts, "uncontended", "contended", "memory")
+	if err != nil {
+		return err
+	}
 
 	ctx := context.Background()
 	bed, err := testbed.Start(ctx, "bench-locks", cpuprofile)

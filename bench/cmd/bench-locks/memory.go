@@ -24,7 +24,8 @@ func semPerGoroutine(int) func(context.Context) error {
 
 // semShared makes pairs on one semaphore shared by n goroutines, of weight n
 // so that a TryAcquire never fails: it measures the shared semaphore's
-// internal mutex, as batonmem's single mutex is shared by all keys.
+// internal mutex: what one mutex shared by every key would cost (batonmem
+// spreads keys over 64).
 func semShared(n int) pairMaker {
 	s := semaphore.NewWeighted(int64(n))
 	return func(int) func(context.Context) error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strings"
 )
 
@@ -29,13 +30,19 @@ func Only(prog, expr string) *regexp.Regexp {
 // run.
 func Selected(re *regexp.Regexp, name string) bool { return re == nil || re.MatchString(name) }
 
-// Parts returns the set of names in the comma-separated -parts list s.
-func Parts(s string) map[string]bool {
+// Parts returns the set of names in the comma-separated -parts list s,
+// or an error naming one that is not among known: a misspelt part would
+// otherwise run nothing and say nothing.
+func Parts(s string, known ...string) (map[string]bool, error) {
 	want := map[string]bool{}
 	for _, p := range strings.Split(s, ",") {
-		want[strings.TrimSpace(p)] = true
+		p = strings.TrimSpace(p)
+		if !slices.Contains(known, p) {
+			return nil, fmt.Errorf("-parts: unknown part %q (parts: %s)", p, strings.Join(known, ", "))
+		}
+		want[p] = true
 	}
-	return want
+	return want, nil
 }
 
 // Part is one part of a command's run, named in -parts.
@@ -50,7 +57,14 @@ type Part[E any] struct {
 // each with e. It stops at the first error, which it returns prefixed with
 // the part's name.
 func RunParts[E any](ctx context.Context, s string, e E, parts []Part[E]) error {
-	want := Parts(s)
+	known := make([]string, len(parts))
+	for i, p := range parts {
+		known[i] = p.Name
+	}
+	want, err := Parts(s, known...)
+	if err != nil {
+		return err
+	}
 	for _, p := range parts {
 		if want[p.Name] {
 			if err := p.Run(ctx, e); err != nil {
