@@ -462,7 +462,7 @@ func testBadInput(t *testing.T, bin string) {
 		{[]string{"jobs", "list", "--limit", "5000"}, "out of range 1..1000"},
 		{[]string{"jobs", "list", "--limit", "-3"}, "out of range 1..1000"},
 		{[]string{"jobs", "list", "--offset", "1.5"}, "not a whole number"},
-		{[]string{"jobs", "list", "--limit", "800", "--offset", "300"}, "name one queue with -q"},
+		{[]string{"jobs", "list", "--limit", "800", "--offset", "300"}, "page one queue and state with baton jobs list -q QUEUE --state STATE"},
 		{[]string{"jobs", "list", "--state", "bogus"}, `unknown --state "bogus"`},
 		{[]string{"jobs", "list", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"jobs", "frob"}, `unknown command "frob"`},
@@ -524,6 +524,17 @@ func testUnreachable(t *testing.T, bin string) {
 	require.NoError(t, json.Unmarshal([]byte(r.stderr), &e), r.stderr)
 	require.Equal(t, exitUnreachable, e.ExitCode)
 	require.Empty(t, r.stdout)
+
+	// Bad usage is found before connecting: exit 2, not 4.
+	for _, args := range [][]string{
+		{"jobs", "list", "--state", "bogus"},
+		{"dead", "purge"},
+		{"dead", "retry"},
+		{"dead", "retry", "X", "--all"},
+	} {
+		r = cli(t, bin, nil, append([]string{"--redis", "redis://" + addr}, args...)...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+	}
 
 	// A server that accepts connections but answers nothing (SIGSTOP):
 	// --timeout bounds the wait.

@@ -27,7 +27,9 @@ func (a *app) deadListCmd() *cobra.Command {
 		Use:   "list [-q QUEUE] [--limit N] [--offset N]",
 		Short: "List dead and cancelled jobs, oldest first",
 		Long: `List the dead set, dead and cancelled jobs, by when they finished, oldest first.
-Without -q every queue's are merged; then --offset plus --limit may not exceed 1000.`,
+The two states (and, without -q, every queue) are merged, so --offset plus --limit may
+not exceed 1000; past that, page one queue and state with
+baton jobs list -q QUEUE --state dead (or cancelled).`,
 		RunE: a.action(0, 0, func(ctx context.Context, b *backend, _ []string) error {
 			queues, err := queuesOf(ctx, b, queue)
 			if err != nil {
@@ -53,10 +55,13 @@ func (a *app) deadRetryCmd() *cobra.Command {
 		Short: "Make dead-set jobs available again, attempts reset",
 		Long: `Make jobs of the dead set available again, with their attempts reset: the ones
 named, or with --all every dead and cancelled job (of QUEUE with -q).`,
-		RunE: a.action(0, -1, func(ctx context.Context, b *backend, ids []string) error {
+		PreRunE: func(_ *cobra.Command, ids []string) error {
 			if all == (len(ids) > 0) {
 				return usageErr("give job IDs or --all, not both or neither")
 			}
+			return nil
+		},
+		RunE: a.action(0, -1, func(ctx context.Context, b *backend, ids []string) error {
 			if !all {
 				return a.eachJob(ctx, b, queue, ids, "retried", func(ctx context.Context, b *backend, j *baton.JobRow) error {
 					if j.State != baton.JobStateDead && j.State != baton.JobStateCancelled {
@@ -90,10 +95,13 @@ func (a *app) deadPurgeCmd() *cobra.Command {
 		Short: "Delete every dead and cancelled job",
 		Long: `Delete every dead and cancelled job, of QUEUE with -q, else of every queue. It
 cannot be undone, so it asks for --yes.`,
-		RunE: a.action(0, 0, func(ctx context.Context, b *backend, _ []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if !yes {
 				return usageErr("dead purge deletes jobs for good: add --yes to do it")
 			}
+			return nil
+		},
+		RunE: a.action(0, 0, func(ctx context.Context, b *backend, _ []string) error {
 			n, err := forDeadSet(ctx, b, queue, func(j *baton.JobRow) error {
 				return b.client.JobDelete(ctx, j.Queue, j.ID)
 			})

@@ -119,11 +119,9 @@ not exceed 1000.
 States: ` + statesList() + `. Parked jobs
 wait for a slot of their concurrency key (see 'baton keys list'); dropped ones found
 their key busy and were dropped by their OnBusy policy.`,
+		PreRunE: func(*cobra.Command, []string) error { _, err := parseState(state); return err },
 		RunE: a.action(0, 0, func(ctx context.Context, b *backend, _ []string) error {
-			st, err := parseState(state)
-			if err != nil {
-				return err
-			}
+			st, _ := parseState(state) // checked before connecting
 			queues, err := queuesOf(ctx, b, queue)
 			if err != nil {
 				return err
@@ -167,7 +165,7 @@ func listJobs(ctx context.Context, b *backend, queues []string, states []baton.J
 		return b.client.JobList(ctx, queues[0], states[0], &baton.JobListOpts{Limit: page.limit, Offset: page.offset})
 	}
 	if page.offset+page.limit > maxPage {
-		return nil, 0, usageErr("--offset %d plus --limit %d exceeds %d over several queues or states: name one queue with -q",
+		return nil, 0, usageErr("--offset %d plus --limit %d exceeds %d over several queues or states: page one queue and state with baton jobs list -q QUEUE --state STATE",
 			page.offset, page.limit, maxPage)
 	}
 	var all []*baton.JobRow

@@ -59,7 +59,7 @@ keys to it.`,
 				infos = append(infos, keys...)
 				offset += len(keys)
 				out.Total = total
-				if !all || offset >= total {
+				if !all || offset >= total || len(keys) == 0 { // an empty page: keys went idle meanwhile
 					break
 				}
 			}
