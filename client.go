@@ -257,7 +257,9 @@ func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriv
 		}
 	}
 	if u := cmp.Or(o.Unique, wopts.Unique); u != nil {
-		applyUnique(ins, u, j.Args, args)
+		if err := applyUnique(ins, u, j.Args, args); err != nil {
+			return "", nil, err
+		}
 	}
 	if err := batondriver.CheckJobInsertKeys(ins); err != nil {
 		return "", nil, fmt.Errorf("kind %q: %w", kind, err)

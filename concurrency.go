@@ -140,14 +140,23 @@ func defaultKey(kind string, encoded []byte) string {
 	return kind + ":sha256:" + hex.EncodeToString(sum[:])
 }
 
+// resolveKey is fn's key for args, or without fn the default: the kind and
+// the canonical args.
+func resolveKey(fn func(JobArgs) string, kind string, args JobArgs, encoded []byte) string {
+	if fn == nil {
+		return defaultKey(kind, encoded)
+	}
+	return fn(args)
+}
+
+// emptyKeyHint explains the likeliest cause of an empty key from a Key func.
+const emptyKeyHint = "returned an empty key (a KeyOf for another args type?)"
+
 // applyConcurrency sets the key settings of job ins from c.
 func applyConcurrency(ins *batondriver.JobInsert, c *ConcurrencyOpts, args JobArgs, encoded []byte) error {
-	key := defaultKey(ins.Kind, encoded)
-	if c.Key != nil {
-		key = c.Key(args)
-	}
-	if err := batondriver.CheckKey(key); err != nil {
-		return fmt.Errorf("kind %q: ConcurrencyOpts.Key: %w", ins.Kind, err)
+	key := resolveKey(c.Key, ins.Kind, args, encoded)
+	if key == "" {
+		return fmt.Errorf("kind %q: ConcurrencyOpts.Key %s", ins.Kind, emptyKeyHint)
 	}
 	ins.Key, ins.Limit, ins.OnBusy = key, c.Limit, c.OnBusy
 	if ins.Limit == 0 {
@@ -163,16 +172,17 @@ func applyConcurrency(ins *batondriver.JobInsert, c *ConcurrencyOpts, args JobAr
 }
 
 // applyUnique sets the uniqueness of job ins from u.
-func applyUnique(ins *batondriver.JobInsert, u *UniqueOpts, args JobArgs, encoded []byte) {
-	key := defaultKey(ins.Kind, encoded)
-	if u.Key != nil {
-		key = u.Key(args)
+func applyUnique(ins *batondriver.JobInsert, u *UniqueOpts, args JobArgs, encoded []byte) error {
+	key := resolveKey(u.Key, ins.Kind, args, encoded)
+	if key == "" {
+		return fmt.Errorf("kind %q: UniqueOpts.Key %s", ins.Kind, emptyKeyHint)
 	}
 	scope := u.Scope
 	if scope == "" {
 		scope = UniqueUntilDone
 	}
 	ins.Unique = &batondriver.JobUnique{Key: key, Scope: scope, Period: u.Period, OnConflict: u.OnConflict}
+	return nil
 }
 
 // KeyInfo is the state of a concurrency key of a queue: its limit, holders

@@ -387,3 +387,35 @@ func TestKeyAdminChecksQueue(t *testing.T) {
 	_, err = c.ResetLimit(ctx, "bad queue", "k")
 	require.ErrorContains(t, err, want)
 }
+
+// Key and uniqueness options wrong for every job are refused when the
+// worker is registered; a Key func that returns nothing, at insert, with
+// the likely cause.
+func TestKeyOptionsChecked(t *testing.T) {
+	t.Parallel()
+	fn := baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error { return nil })
+	for want, opts := range map[string]*baton.WorkerOpts{
+		"Concurrency.Limit -1 is negative":       {Concurrency: &baton.ConcurrencyOpts{Limit: -1}},
+		`unknown OnBusy policy "bogus"`:          {Concurrency: &baton.ConcurrencyOpts{OnBusy: "bogus"}},
+		"OnBusyReschedule needs BusyDelay":       {Concurrency: &baton.ConcurrencyOpts{OnBusy: baton.OnBusyReschedule}},
+		`unknown unique scope "bogus"`:           {Unique: &baton.UniqueOpts{Scope: "bogus"}},
+		"UniquePeriod needs a Period":            {Unique: &baton.UniqueOpts{Scope: baton.UniquePeriod}},
+		`unknown unique conflict answer "bogus"`: {Unique: &baton.UniqueOpts{OnConflict: "bogus"}},
+	} {
+		err := baton.AddWorkerSafely(baton.NewWorkers(), fn, opts)
+		require.ErrorContains(t, err, want)
+		require.ErrorContains(t, err, `AddWorker "webhook": WorkerOpts`)
+	}
+
+	w := baton.NewWorkers()
+	other := baton.KeyOf(func(a emailLike) string { return a.To })
+	require.NoError(t, baton.AddWorkerSafely(w, fn, &baton.WorkerOpts{Concurrency: &baton.ConcurrencyOpts{Key: other}}))
+	c, err := baton.NewClient(batonmem.New(), &baton.Config{Workers: w})
+	require.NoError(t, err)
+	_, err = c.Insert(context.Background(), webhookArgs{Customer: "acme"}, nil)
+	require.ErrorContains(t, err, "ConcurrencyOpts.Key returned an empty key (a KeyOf for another args type?)")
+}
+
+type emailLike struct{ To string }
+
+func (emailLike) Kind() string { return "email-like" }

@@ -1,10 +1,13 @@
 package baton
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/batonhq/baton/batondriver"
 )
 
 // Worker runs the jobs of one kind.
@@ -100,6 +103,9 @@ func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts)
 	if o.MaxAttempts < 0 {
 		return fmt.Errorf("baton: AddWorker %q: negative MaxAttempts %d", kind, o.MaxAttempts)
 	}
+	if err := checkKeyOpts(o.Concurrency, o.Unique); err != nil {
+		return fmt.Errorf("baton: AddWorker %q: WorkerOpts: %w", kind, err)
+	}
 	workers.kinds[kind] = &kindWorker{kind: kind, opts: o, run: func(ctx context.Context, row *JobRow) error {
 		job := &Job[T]{JobRow: row}
 		if err := json.Unmarshal(row.Args, &job.Args); err != nil {
@@ -108,6 +114,26 @@ func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts)
 		return w.Work(ctx, job)
 	}}
 	return nil
+}
+
+// checkKeyOpts checks, at registration, what c and u fix for every job of
+// a kind; the keys and delays they compute from each job's args are checked
+// at its insert.
+func checkKeyOpts(c *ConcurrencyOpts, u *UniqueOpts) error {
+	ins := &batondriver.JobInsert{}
+	if c != nil {
+		if c.Limit < 0 {
+			return fmt.Errorf("Concurrency.Limit %d is negative", c.Limit)
+		}
+		if c.OnBusy == OnBusyReschedule && c.BusyDelay == nil {
+			return fmt.Errorf("Concurrency: OnBusyReschedule needs BusyDelay")
+		}
+		ins.Key, ins.Limit, ins.OnBusy, ins.BusyDelay = "k", max(c.Limit, 1), c.OnBusy, time.Millisecond
+	}
+	if u != nil {
+		ins.Unique = &batondriver.JobUnique{Key: "k", Scope: cmp.Or(u.Scope, UniqueUntilDone), Period: u.Period, OnConflict: u.OnConflict}
+	}
+	return batondriver.CheckJobInsertKeys(ins)
 }
 
 // undecodableError marks args a worker cannot decode: the job is dead at
