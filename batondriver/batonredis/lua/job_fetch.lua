@@ -75,6 +75,7 @@ if #due > 0 then
   end
   zadd(S, resched)
 end
+local s_changed = #due > 0 -- then S's head is looked at again, at the end
 
 -- 2. Expired leases.
 local expired = redis.call('ZRANGE', R, '-inf', now, 'BYSCORE', 'LIMIT', 0, BATCH)
@@ -110,9 +111,8 @@ if #expired > 0 then
   end
   zadd(S, sched)
   zadd(D, dead)
-  if #sched > 0 then due = {true} end -- S changed: look at its head again
+  if #sched > 0 then s_changed = true end
 end
-if #resched > 0 then due = {true} end
 local made = flush_available(avail)
 
 -- 3. Completed jobs past their retention, then the dead set's.
@@ -146,7 +146,7 @@ if #lapsed > 0 then
   redis.call('ZREM', UP, unpack(lapsed))
 end
 
-if #due > 0 then
+if s_changed then
   next_run_at = tonumber(redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')[2]) or false
 end
 
