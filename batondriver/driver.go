@@ -252,3 +252,24 @@ var ErrJobNotFound = errors.New("batondriver: job not found")
 // ErrKeyNotFound is returned by KeyGet for a concurrency key never used in
 // the queue.
 var ErrKeyNotFound = errors.New("batondriver: concurrency key not found")
+
+// The page sizes of the list calls (JobList, KeyList, LockList).
+const (
+	// MaxPage is the most entries one list call returns.
+	MaxPage = 1000
+	// DefaultPage is the page size of a list call whose Limit is 0.
+	DefaultPage = 100
+)
+
+// PageSize checks a list call's Limit (0 to MaxPage) and Offset (not
+// negative) and returns its page size: Limit, or DefaultPage for 0. The
+// error wraps ErrBadParams.
+func PageSize(limit, offset int) (int, error) {
+	if limit < 0 || limit > MaxPage || offset < 0 {
+		return 0, fmt.Errorf("%w: Limit %d (0 to %d), Offset %d (not negative)", ErrBadParams, limit, MaxPage, offset)
+	}
+	if limit == 0 {
+		return DefaultPage, nil
+	}
+	return limit, nil
+}

@@ -25,9 +25,6 @@ const (
 	// maxWakeTokens caps a queue's unclaimed wake tokens: past that many,
 	// more would only wake fetchers that find nothing.
 	maxWakeTokens = 1000
-	// The page sizes of JobList.
-	defaultListLimit = 100
-	maxListLimit     = 1000
 	// errLeaseExpired is the error recorded for an attempt whose lease
 	// expired.
 	errLeaseExpired = "lease expired"
@@ -854,12 +851,9 @@ func (d *Driver) JobList(_ context.Context, p *batondriver.JobListParams) (*bato
 	if !slices.Contains(batondriver.JobStates, p.State) {
 		return nil, badParams("unknown job state %q", p.State)
 	}
-	if p.Limit < 0 || p.Limit > maxListLimit || p.Offset < 0 {
-		return nil, badParams("list Limit %d (0 to %d), Offset %d (not negative)", p.Limit, maxListLimit, p.Offset)
-	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = defaultListLimit
+	limit, err := batondriver.PageSize(p.Limit, p.Offset)
+	if err != nil {
+		return nil, err
 	}
 	s := &d.jobs
 	s.mu.Lock()

@@ -12,12 +12,6 @@ import (
 	"github.com/batonhq/baton/batondriver"
 )
 
-// The page sizes of KeyList.
-const (
-	defaultKeyListLimit = 100
-	maxKeyListLimit     = 1000
-)
-
 // jobKey is one concurrency key of a queue. It is kept for the Driver's life
 // once used, so that its fence never repeats; the queue's active index
 // holds it only while it has holders, parked jobs or an override.
@@ -393,12 +387,9 @@ func (d *Driver) KeyList(_ context.Context, p *batondriver.KeyListParams) (*bato
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
-	if p.Limit < 0 || p.Limit > maxKeyListLimit || p.Offset < 0 {
-		return nil, badParams("key list Limit %d (0 to %d), Offset %d (not negative)", p.Limit, maxKeyListLimit, p.Offset)
-	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = defaultKeyListLimit
+	limit, err := batondriver.PageSize(p.Limit, p.Offset)
+	if err != nil {
+		return nil, err
 	}
 	s := &d.jobs
 	s.mu.Lock()

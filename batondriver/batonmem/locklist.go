@@ -2,7 +2,6 @@ package batonmem
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -13,12 +12,9 @@ import (
 // collects the keys in use from every shard, one shard locked at a time, so
 // a call costs O(keys ever locked); Total is exact and nothing is pruned.
 func (d *Driver) LockList(ctx context.Context, p *batondriver.LockListParams) (*batondriver.LockListResult, error) {
-	if p.Limit < 0 || p.Limit > maxListLimit || p.Offset < 0 {
-		return nil, fmt.Errorf("%w: Limit %d (0..%d), Offset %d", batondriver.ErrBadParams, p.Limit, maxListLimit, p.Offset)
-	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = defaultListLimit
+	limit, err := batondriver.PageSize(p.Limit, p.Offset)
+	if err != nil {
+		return nil, err
 	}
 	var inUse []string
 	for i := range d.shards {

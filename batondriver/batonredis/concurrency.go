@@ -65,13 +65,9 @@ func (d *Driver) KeyList(ctx context.Context, p *batondriver.KeyListParams) (*ba
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if p.Limit < 0 || p.Limit > maxListLimit || p.Offset < 0 {
-		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Limit %d (0..%d), Offset %d",
-			batondriver.ErrBadParams, p.Limit, maxListLimit, p.Offset))
-	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = defaultListLimit
+	limit, err := batondriver.PageSize(p.Limit, p.Offset)
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
 	}
 	arr, err := d.scripts.keyList.Exec(ctx, d.client, d.queueKeys(p.Queue).keys,
 		[]string{itoa(p.Offset), itoa(limit)}).ToArray()

@@ -468,12 +468,6 @@ func (d *Driver) JobGet(ctx context.Context, p *batondriver.JobGetParams) (*bato
 	return row, nil
 }
 
-// The page sizes of JobList.
-const (
-	defaultListLimit = 100
-	maxListLimit     = 1000
-)
-
 // JobList implements batondriver.JobDriver. Available and scheduled jobs
 // are listed by RunAt, running ones by AttemptedAt, dead and cancelled ones
 // by FinishedAt, completed ones by when they are deleted (by FinishedAt if
@@ -485,13 +479,12 @@ func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*ba
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if !validState(p.State) || p.Limit < 0 || p.Limit > maxListLimit || p.Offset < 0 {
-		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: State %q, Limit %d (0..%d), Offset %d",
-			batondriver.ErrBadParams, p.State, p.Limit, maxListLimit, p.Offset))
+	if !validState(p.State) {
+		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: unknown job state %q", batondriver.ErrBadParams, p.State))
 	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = defaultListLimit
+	limit, err := batondriver.PageSize(p.Limit, p.Offset)
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
 	}
 	arr, err := d.scripts.jobList.Exec(ctx, d.client, d.queueKeys(p.Queue).keys,
 		[]string{string(p.State), itoa(p.Offset), itoa(limit)}).ToArray()

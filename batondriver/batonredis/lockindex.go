@@ -151,12 +151,9 @@ const (
 // at most 10 × max(Limit, 100) entries: an index full of idle keys yields
 // short pages while the listing prunes it.
 func (d *Driver) LockList(ctx context.Context, p *batondriver.LockListParams) (*batondriver.LockListResult, error) {
-	if p.Limit < 0 || p.Limit > maxListLimit || p.Offset < 0 {
-		return nil, fmt.Errorf("%w: Limit %d (0..%d), Offset %d", batondriver.ErrBadParams, p.Limit, maxListLimit, p.Offset)
-	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = defaultListLimit
+	limit, err := batondriver.PageSize(p.Limit, p.Offset)
+	if err != nil {
+		return nil, err
 	}
 	c, index := d.client, d.locksKey()
 	res := &batondriver.LockListResult{Keys: []*batondriver.LockInfo{}}
