@@ -79,7 +79,7 @@ type crashProc struct {
 	cmd      *exec.Cmd
 	pid      int
 	killed   time.Time // zero while alive
-	killedAt int64     // lockcheck.Now at the kill
+	killedAt int64     // lockcheck.Now just after the kill
 }
 
 // crashRun runs three worker processes in role on srv under prefix, logging
@@ -113,9 +113,11 @@ func crashRun(t *testing.T, role string, srv *redistest.Server, prefix, logPath 
 		if time.Now().Before(killUntil) {
 			i := rand.IntN(len(alive))
 			victim := alive[i]
-			victim.killed, victim.killedAt = time.Now(), lockcheck.Now()
+			victim.killed = time.Now()
 			require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
 			_ = victim.cmd.Wait()
+			// Read once it is dead: it logged nothing after this.
+			victim.killedAt = lockcheck.Now()
 			kills++
 			alive[i] = spawn()
 		}

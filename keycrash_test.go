@@ -3,6 +3,7 @@ package baton_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -64,8 +65,17 @@ func runKeyedCrashWorker() int {
 	workers := baton.NewWorkers()
 	baton.AddWorker(workers, baton.WorkFunc[keyedCrashArgs](func(ctx context.Context, job *baton.Job[keyedCrashArgs]) error {
 		logLine("start", job)
-		time.Sleep(time.Duration(5+rand.IntN(25)) * time.Millisecond)
+		// A handler must stop when its context ends: a lease lost (its
+		// heartbeat late, as under -race on a busy machine) ends the
+		// context before the server lets the slot go.
+		select {
+		case <-time.After(time.Duration(5+rand.IntN(25)) * time.Millisecond):
+		case <-ctx.Done():
+		}
 		logLine("end", job)
+		if errors.Is(context.Cause(ctx), baton.ErrLeaseLost) {
+			logLine("lost", job)
+		}
 		return nil
 	}), &baton.WorkerOpts{Concurrency: &baton.ConcurrencyOpts{
 		Key:   baton.KeyOf(func(a keyedCrashArgs) string { return a.Key }),
@@ -127,6 +137,7 @@ func readKeyedLog(t *testing.T, path string, procs []*crashProc) ([]keycheck.Exe
 		killedAt[strconv.Itoa(p.pid)] = p.killedAt
 	}
 	open := map[string]*keycheck.Execution{} // job ID + fence -> its execution
+	lost := 0
 	var execs []*keycheck.Execution
 	ids := map[string]bool{}
 	sc := bufio.NewScanner(f)
@@ -149,9 +160,12 @@ func readKeyedLog(t *testing.T, path string, procs []*crashProc) ([]keycheck.Exe
 			if e := open[id]; e != nil {
 				e.End = at
 			}
+		case "lost":
+			lost++
 		}
 	}
 	require.NoError(t, sc.Err())
+	t.Logf("%d leases lost by live handlers (heartbeats late), each handler stopped by its context", lost)
 	out := make([]keycheck.Execution, len(execs))
 	for i, e := range execs {
 		out[i] = *e
