@@ -99,8 +99,8 @@ func checkPeriodic(jobs []*PeriodicJob) error {
 		switch {
 		case p == nil:
 			return fmt.Errorf("baton: Config.PeriodicJobs[%d] is nil", i)
-		case p.Name == "" || len(p.Name) > 128:
-			return fmt.Errorf("baton: Config.PeriodicJobs[%d]: name %q must have 1 to 128 bytes", i, p.Name)
+		case p.Name == "" || len(p.Name) > batondriver.MaxScheduleNameLen:
+			return fmt.Errorf("baton: Config.PeriodicJobs[%d]: name %q must have 1 to %d bytes", i, p.Name, batondriver.MaxScheduleNameLen)
 		case seen[p.Name]:
 			return fmt.Errorf("baton: Config.PeriodicJobs: name %q used twice", p.Name)
 		case p.Schedule == nil:
