@@ -198,7 +198,8 @@ type KeyListOpts struct {
 	Offset int
 }
 
-// ErrKeyNotFound is returned by KeyGet for a key never used in the queue.
+// ErrKeyNotFound is returned by KeyGet for a key that is not active (no
+// holders, parked jobs or override): an idle key keeps no state.
 var ErrKeyNotFound = batondriver.ErrKeyNotFound
 
 // KeyList lists a queue's active concurrency keys — those with holders,

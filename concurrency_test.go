@@ -107,10 +107,8 @@ func TestKeyLimitHolds(t *testing.T) {
 			return err == nil && total == 0
 		}, 5*time.Second, 5*time.Millisecond, "idle keys leave the index")
 		for _, k := range []string{"customer:a", "customer:b", "customer:c"} {
-			info, err := c.KeyGet(t.Context(), "default", k)
-			require.NoError(t, err)
-			require.Zero(t, info.Holding)
-			require.Zero(t, info.Parked)
+			_, err := c.KeyGet(t.Context(), "default", k)
+			require.ErrorIs(t, err, baton.ErrKeyNotFound, "an idle key keeps no state")
 		}
 	})
 }
@@ -209,7 +207,7 @@ func TestSetLimitHaltsAndResumes(t *testing.T) {
 		info, err = c.ResetLimit(t.Context(), "default", "customer:a")
 		require.NoError(t, err)
 		require.False(t, info.Override)
-		require.Equal(t, 1, info.Limit, "the kind's default applies again")
+		require.Equal(t, -1, info.Limit, "an idle key forgets its limit: each job brings its kind's default")
 	})
 }
 

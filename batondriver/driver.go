@@ -249,8 +249,8 @@ var ErrBadParams = errors.New("batondriver: invalid parameters")
 // ErrJobNotFound is returned when a named job does not exist.
 var ErrJobNotFound = errors.New("batondriver: job not found")
 
-// ErrKeyNotFound is returned by KeyGet for a concurrency key never used in
-// the queue.
+// ErrKeyNotFound is returned by KeyGet for a concurrency key that is not
+// active in the queue: no holders, parked jobs or limit override.
 var ErrKeyNotFound = errors.New("batondriver: concurrency key not found")
 
 // The page sizes of the list calls (JobList, KeyList, LockList).

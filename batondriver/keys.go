@@ -37,8 +37,9 @@ type KeyDriver interface {
 	KeySetLimit(ctx context.Context, p *KeySetLimitParams) (*KeyInfo, error)
 
 	// KeyGet returns a key's state with its holders, or ErrKeyNotFound for
-	// a key never used in the queue (an idle key that was used is found: its
-	// fence and default limit are kept).
+	// a key that is not active: one without holders, parked jobs or an
+	// override keeps no state. Fences keep rising across a key's idle
+	// spells all the same, as they come from the queue.
 	KeyGet(ctx context.Context, p *KeyParams) (*KeyInfo, error)
 
 	// KeyList lists a queue's active keys — those with holders, parked jobs
@@ -187,8 +188,8 @@ type KeyInfo struct {
 	// puts not-yet-started jobs back at the head with a new ParkedAt.
 	Parked       int
 	OldestParked time.Time
-	// Fence is the last fencing token given to a job of the key (0 if
-	// none).
+	// Fence is the highest fencing token among the key's running holders
+	// (0 if none runs).
 	Fence int64
 	// Holders are the holding jobs (KeyGet only).
 	Holders []*KeyHolder

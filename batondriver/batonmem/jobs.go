@@ -37,8 +37,8 @@ const (
 // the fetches' DeadRetention, dropped ones for their DroppedRetention (or
 // until retried or deleted), and removed by later fetches. A queue that
 // ever had a job is remembered, with its paused flag, its schedules' last
-// ticks and its dropped counter, for the Driver's life; so is every
-// concurrency key ever used in it, with its last fence and limits (keys.go).
+// ticks, its dropped counter and its last fence, for the Driver's life; a
+// concurrency key only while it is active (keys.go).
 type jobStore struct {
 	mu     sync.Mutex
 	queues map[string]*queueState
@@ -65,8 +65,8 @@ type queueState struct {
 	// schedules are the registered recurring schedules (schedules.go).
 	schedules map[string]*batondriver.QueueSchedule
 
-	keys   map[string]*jobKey // every concurrency key ever used
-	active map[string]*jobKey // the keys with holders, parked jobs or an override
+	keys   map[string]*jobKey // the active concurrency keys (keys.go)
+	fence  int64              // the last fencing token of any of its keys
 	claims map[string]*claim  // unique key -> its claim
 	lapses claimHeap          // period claims, by when they lapse
 
@@ -107,7 +107,6 @@ func newQueueState() *queueState {
 			batondriver.JobStateDropped:   {less: timeThenSeq(finishedAt)},
 		},
 		keys:   make(map[string]*jobKey),
-		active: make(map[string]*jobKey),
 		claims: make(map[string]*claim),
 	}
 	for i := range q.bands {
@@ -526,7 +525,9 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 		case admitted:
 			made++
 		case refused: // its insert succeeded: dropped, not rejected
-			q.drop(j, q.keys[j.row.Key], now)
+			k := q.key(j.row.Key) // forgotten if idle (a default limit of 0)
+			q.drop(j, k, now)
+			q.index(k)
 		}
 	}
 	running := q.states[batondriver.JobStateRunning]
@@ -597,7 +598,7 @@ func (q *queueState) lease(max int, ttl time.Duration, now time.Time) []*batondr
 		j.row.Lease = newLease()
 		j.row.LeaseUntil = now.Add(ttl)
 		if j.row.Key != "" {
-			j.row.Fence = q.keys[j.row.Key].nextFence(now)
+			j.row.Fence = q.nextFence(now)
 		}
 		switch j.row.UniqueScope {
 		case batondriver.UniqueRunning:
@@ -972,7 +973,7 @@ func (d *Driver) QueueStats(_ context.Context, p *batondriver.QueueParams) (*bat
 		res.Counts[st] = h.Len()
 	}
 	res.Paused = q.paused
-	res.Keys = len(q.active)
+	res.Keys = len(q.keys)
 	res.Dropped = q.dropped
 	for i := range q.bands {
 		if j := q.bands[i].first(); j != nil && (res.OldestAvailable.IsZero() || j.row.RunAt.Before(res.OldestAvailable)) {

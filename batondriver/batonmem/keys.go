@@ -12,17 +12,17 @@ import (
 	"github.com/batonhq/baton/batondriver"
 )
 
-// jobKey is one concurrency key of a queue. It is kept for the Driver's life
-// once used, so that its fence never repeats; the queue's active index
-// holds it only while it has holders, parked jobs or an override.
+// jobKey is one concurrency key of a queue. The queue keeps it only while
+// it is active — has holders, parked jobs or an override — and forgets it
+// when it goes idle: its fences come from the queue (queueState.nextFence),
+// so nothing of an idle key needs keeping.
 type jobKey struct {
 	name string
-	// dlimit is the Limit of the job last admitted or parked for the key;
-	// -1 before any.
+	// dlimit is the Limit of the job last admitted or parked for the key
+	// since it became active; -1 before any.
 	dlimit   int
 	override int
-	hasLimit bool // override is set
-	fence    int64
+	hasLimit bool            // override is set
 	holders  map[string]*job // available and running jobs of the key
 	parked   list.List       // of *job, head first
 }
@@ -48,7 +48,8 @@ func (k *jobKey) active() bool {
 	return len(k.holders) > 0 || k.parked.Len() > 0 || k.hasLimit
 }
 
-// key returns the queue's key name, creating it.
+// key returns the queue's key name, creating it. A caller that changes it
+// ends with q.index.
 func (q *queueState) key(name string) *jobKey {
 	k := q.keys[name]
 	if k == nil {
@@ -58,14 +59,12 @@ func (q *queueState) key(name string) *jobKey {
 	return k
 }
 
-// index puts k in the queue's active index, or takes it out, as it is
-// active or not. Every change of k's holders, parked jobs or override ends
-// with it.
+// index forgets k if it is idle. Every change of k's holders, parked jobs
+// or override ends with it.
 func (q *queueState) index(k *jobKey) {
-	if k.active() {
-		q.active[k.name] = k
-	} else {
-		delete(q.active, k.name)
+	if !k.active() {
+		delete(q.keys, k.name)
+		k.dlimit = -1 // as KeyInfo reports a forgotten key's default
 	}
 }
 
@@ -104,12 +103,15 @@ func (q *queueState) admit(j *job, now time.Time, first bool) admission {
 	switch policy {
 	case batondriver.OnBusyDrop:
 		q.drop(j, k, now)
+		q.index(k) // a key of default limit 0 was made just now
 		return dropped
 	case batondriver.OnBusyReschedule:
 		j.row.RunAt = now.Add(j.busyDelay)
 		q.add(j, batondriver.JobStateScheduled)
+		q.index(k)
 		return rescheduled
 	case batondriver.OnBusyFail:
+		q.index(k)
 		return refused
 	}
 	k.dlimit = j.row.Limit
@@ -194,23 +196,26 @@ func (q *queueState) demote(k *jobKey, now time.Time) {
 	}
 }
 
-// nextFence returns k's next fencing token, remembered as its last:
-// strictly above every earlier one, and never below now in ms × 1024, so
-// that tokens keep rising across a backend that lost its state.
-func (k *jobKey) nextFence(now time.Time) int64 {
-	k.fence = max(k.fence+1, now.UnixMilli()*1024)
-	return k.fence
+// nextFence returns the queue's next fencing token, remembered as its last:
+// strictly above every earlier one of the queue, so of each of its keys,
+// however often a key went idle and was forgotten, and never below now in
+// ms × 1024, so that tokens keep rising across a backend that lost its
+// state.
+func (q *queueState) nextFence(now time.Time) int64 {
+	q.fence = max(q.fence+1, now.UnixMilli()*1024)
+	return q.fence
 }
 
 // info returns k's state; with holders, the holding jobs by ID.
 func (k *jobKey) info(queue string, holders bool) *batondriver.KeyInfo {
 	ki := &batondriver.KeyInfo{
 		Queue: queue, Key: k.name, Limit: k.limit(), Override: k.hasLimit,
-		Holding: len(k.holders), Parked: k.parked.Len(), Fence: k.fence,
+		Holding: len(k.holders), Parked: k.parked.Len(),
 	}
 	for _, j := range k.holders {
 		if j.row.State == batondriver.JobStateRunning {
 			ki.Running++
+			ki.Fence = max(ki.Fence, j.row.Fence)
 		}
 		if holders {
 			h := &batondriver.KeyHolder{ID: j.row.ID, State: j.row.State}
@@ -365,8 +370,7 @@ func (d *Driver) KeySetLimit(_ context.Context, p *batondriver.KeySetLimitParams
 	return k.info(p.Queue, true), nil
 }
 
-// KeyGet implements batondriver.KeyDriver. A key is found once used in the
-// queue — a job of it admitted or parked, or a limit set — even when idle.
+// KeyGet implements batondriver.KeyDriver. A key is found while active.
 func (d *Driver) KeyGet(_ context.Context, p *batondriver.KeyParams) (*batondriver.KeyInfo, error) {
 	if err := checkKey(p.Queue, p.Key); err != nil {
 		return nil, err
@@ -399,8 +403,8 @@ func (d *Driver) KeyList(_ context.Context, p *batondriver.KeyListParams) (*bato
 	if q == nil {
 		return res, nil
 	}
-	keys := make([]*jobKey, 0, len(q.active))
-	for _, k := range q.active {
+	keys := make([]*jobKey, 0, len(q.keys))
+	for _, k := range q.keys {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b *jobKey) int {

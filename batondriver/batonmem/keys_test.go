@@ -214,16 +214,16 @@ func TestAgainWithQueuedTwin(t *testing.T) {
 	checkKeys(t, f.d)
 }
 
-// TestFenceFloor: a key's fence rises by one past a fence above the clock's
-// floor, and jumps to the floor otherwise.
+// TestFenceFloor: a queue's fence rises by one past a fence above the
+// clock's floor, and jumps to the floor otherwise.
 func TestFenceFloor(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	k := &jobKey{}
-	require.Equal(t, now.UnixMilli()*1024, k.nextFence(now))
-	require.Equal(t, now.UnixMilli()*1024+1, k.nextFence(now))
-	k.fence = 1 << 62
-	require.Equal(t, int64(1<<62+1), k.nextFence(now))
+	q := &queueState{}
+	require.Equal(t, now.UnixMilli()*1024, q.nextFence(now))
+	require.Equal(t, now.UnixMilli()*1024+1, q.nextFence(now))
+	q.fence = 1 << 62
+	require.Equal(t, int64(1<<62+1), q.nextFence(now))
 }
 
 // TestPeriodClaimsLapse: a fetch forgets lapsed period claims, and only
@@ -251,7 +251,7 @@ func TestPeriodClaimsLapse(t *testing.T) {
 
 // checkKeys fails the test unless every queue's keys agree with its jobs:
 // holders are exactly the available and running jobs of a key, the parked
-// queue exactly its parked jobs, the active index exactly the active keys;
+// queue exactly its parked jobs, only active keys kept;
 // no parked job waits while its key has a slot for it; and every claim but
 // a period claim belongs to a job in a state of its scope.
 func checkKeys(t *testing.T, d *Driver) {
@@ -282,15 +282,11 @@ func checkKeys(t *testing.T, d *Driver) {
 				require.Equal(t, batondriver.JobStateParked, j.row.State)
 				require.Equal(t, name, j.row.Key)
 			}
-			if _, ok := q.active[name]; ok != k.active() {
-				t.Fatalf("key %s active %v, indexed %v", name, k.active(), ok)
-			}
+			require.True(t, k.active(), "idle key %s kept", name)
+			require.Equal(t, name, k.name)
 			if head := k.parked.Front(); head != nil {
 				require.GreaterOrEqual(t, len(k.holders), k.limitFor(head.Value.(*job)), "key %s stalled", name)
 			}
-		}
-		for name, k := range q.active {
-			require.Same(t, q.keys[name], k)
 		}
 		for u, c := range q.claims {
 			require.Equal(t, u, c.key)

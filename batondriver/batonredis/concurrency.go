@@ -2,6 +2,7 @@ package batonredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -49,11 +50,11 @@ func (d *Driver) KeyGet(ctx context.Context, p *batondriver.KeyParams) (*batondr
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	info, used, err := keyInfo(p.Queue, p.Key, arr)
+	info, active, err := keyInfo(p.Queue, p.Key, arr)
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if !used {
+	if !active {
 		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: %q", batondriver.ErrKeyNotFound, p.Key))
 	}
 	return info, nil
@@ -98,15 +99,18 @@ func (d *Driver) KeyList(ctx context.Context, p *batondriver.KeyListParams) (*ba
 }
 
 // keyInfo converts key_info's reply (lua/joblib.lua) and reports whether
-// the key was ever used.
+// the key is active.
 func keyInfo(queue, key string, arr []rueidis.RedisMessage) (*batondriver.KeyInfo, bool, error) {
-	const fixed = 8
+	const fixed, oldest = 8, 6
 	if len(arr) < fixed {
 		return nil, false, fmt.Errorf("key %q: unexpected reply of %d elements", key, len(arr))
 	}
 	n := make([]int64, fixed)
 	for i := range n {
-		n[i], _ = arr[i].AsInt64() // the parked time is nil when nothing is parked
+		var err error
+		if n[i], err = arr[i].AsInt64(); err != nil && !(i == oldest && arr[i].IsNil()) {
+			return nil, false, fmt.Errorf("key %q: bad reply element %d: %w", key, i, err)
+		}
 	}
 	info := &batondriver.KeyInfo{
 		Queue:    queue,
@@ -118,8 +122,8 @@ func keyInfo(queue, key string, arr []rueidis.RedisMessage) (*batondriver.KeyInf
 		Parked:   int(n[5]),
 		Fence:    n[7],
 	}
-	if n[6] != 0 {
-		info.OldestParked = time.UnixMilli(n[6])
+	if n[oldest] != 0 {
+		info.OldestParked = time.UnixMilli(n[oldest])
 	}
 	for _, h := range arr[fixed:] {
 		v, err := h.AsStrSlice()
@@ -131,10 +135,13 @@ func keyInfo(queue, key string, arr []rueidis.RedisMessage) (*batondriver.KeyInf
 			info.Holders = append(info.Holders, holder)
 			continue
 		}
-		holder.Fence, _ = strconv.ParseInt(v[2], 10, 64)
-		if until, err := strconv.ParseInt(v[3], 10, 64); err == nil {
-			holder.LeaseUntil = time.UnixMilli(until)
+		// A running job has both; "" would be a job hash changed under it.
+		fence, err1 := strconv.ParseInt(v[2], 10, 64)
+		until, err2 := strconv.ParseInt(v[3], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, false, fmt.Errorf("key %q: holder %s: %w", key, v[0], err)
 		}
+		holder.Fence, holder.LeaseUntil = fence, time.UnixMilli(until)
 		info.Holders = append(info.Holders, holder)
 	}
 	return info, n[0] == 1, nil

@@ -543,7 +543,8 @@ func TestJobKeysOneSlot(t *testing.T) {
 }
 
 // Nothing grows without bound: once every job of a queue is done, only its
-// meta hash and its entry in the queue set remain.
+// meta hash and its entry in the queue set remain — nothing of the
+// concurrency keys its jobs had, nor of a limit override once reset.
 func TestJobCleanup(t *testing.T) {
 	t.Parallel()
 	for _, retention := range []time.Duration{0, time.Millisecond} {
@@ -555,8 +556,15 @@ func TestJobCleanup(t *testing.T) {
 			jobs := make([]*batondriver.JobInsert, n)
 			for i := range jobs {
 				jobs[i] = newJob("k", i%10)
+				if i%2 == 0 { // 7 keys of limit 2: most of their jobs park
+					jobs[i].Key, jobs[i].Limit = fmt.Sprintf("c%d", i%7), 2
+				}
 			}
+			_, err := d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "c1", Limit: 3})
+			require.NoError(t, err)
 			insertJobs(t, d, q, jobs...)
+			_, err = d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "c1", Reset: true})
+			require.NoError(t, err)
 			for done := 0; done < n; {
 				res := fetchJobs(t, d, q, 64, time.Minute)
 				fin := make([]*batondriver.JobFinish, len(res.Jobs))

@@ -150,12 +150,13 @@ if s_changed then
   next_run_at = tonumber(redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')[2]) or false
 end
 
-if redis.call('HGET', M, 'paused') == '1' then
+local mv = redis.call('HMGET', M, 'paused', 'fence')
+if mv[1] == '1' then
   return {now, 1, #expired, next_run_at, 0}
 end
 
 local out = {now, 0, #expired, next_run_at, 0}
-local n, left = lease(out, max, ttl, ARGV[4], now)
+local n, left = lease(out, max, ttl, ARGV[4], now, tonumber(mv[2]) or 0)
 if n < max then
   redis.call('DEL', W)
 else

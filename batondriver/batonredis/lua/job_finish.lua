@@ -144,10 +144,12 @@ local made = flush_available(avail)
 local out = {#stale}
 for i = 1, #stale do out[#out + 1] = stale[i] end
 local max = tonumber(ARGV[2])
-if max == 0 or redis.call('HGET', M, 'paused') == '1' then
+local mv = {}
+if max > 0 then mv = redis.call('HMGET', M, 'paused', 'fence') end
+if max == 0 or mv[1] == '1' then
   wake(made)
   return out
 end
-local n, left = lease(out, max, tonumber(ARGV[3]), ARGV[4], now)
+local n, left = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, tonumber(mv[2]) or 0)
 if n == max and made > 0 then wake(math.min(made, left)) end
 return out

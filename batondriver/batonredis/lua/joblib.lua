@@ -8,7 +8,8 @@
 -- share the hash tag {Q}):
 --
 --   KEYS[1]  M  hash: seq (last arrival number), paused ("1" while paused),
---               dropped (jobs ever dropped), once:<name> (schedules' ticks)
+--               dropped (jobs ever dropped), once:<name> (schedules' ticks),
+--               fence (the last fencing token of any of the queue's keys)
 --   KEYS[2]  A  sorted set: available jobs, score = priority * 2^42 + arrival number
 --   KEYS[3]  S  sorted set: scheduled jobs, score = run_at (server ms)
 --   KEYS[4]  R  sorted set: running jobs, score = lease_until (server ms)
@@ -34,11 +35,12 @@
 -- A concurrency key k of the queue (docs/concurrency.md) has three keys:
 --   K .. k .. ':h'  set: its holders, the IDs of its available and running jobs
 --   K .. k .. ':p'  list: its parked job IDs, head first
---   K .. k .. ':m'  hash: def (default limit), limit (override), fence (last
---                   fencing token), mixed (see promote); kept for good, so
---                   that fences keep rising
+--   K .. k .. ':m'  hash: def (default limit), limit (override), mixed (see
+--                   promote)
 -- The first two vanish when empty; k is in KI while it has holders, parked
--- jobs or an override.
+-- jobs or an override, and when it leaves KI (goes idle) its meta is deleted
+-- too: an idle key keeps nothing. Its fences come from the queue's (M's
+-- fence), so they keep rising across the key's idle spells.
 --
 -- THE ONE EXCEPTION to "no script builds a key from data": a fetch pops job
 -- IDs from A and the sweeps find them in S, R and C, so no caller can name
@@ -363,16 +365,19 @@ local function promote(batch, k)
     end
   end
   -- KI's score is minus the parked count: it falls by as many as left the
-  -- list. A key with nothing parked, no holder and no override leaves KI
-  -- (with no holder, the loops above ran only without a default limit).
+  -- list. A key with nothing parked, no holder and no override is idle: it
+  -- leaves KI and its meta goes (with no holder, the loops above ran only
+  -- without a default limit).
   if not drained and nh == 0 and not override then drained = redis.call('LLEN', p) == 0 end
   local left = #promoted + gone
   if #promoted > 0 then redis.call('SADD', h, unpack(promoted)) end
-  if left > 0 then redis.call('ZINCRBY', KI, left, k) end
-  if drained then
-    if mv[3] then redis.call('HDEL', m, 'mixed') end
-    if nh == 0 and not override then redis.call('ZREM', KI, k) end
+  if drained and nh == 0 and not override then
+    redis.call('ZREM', KI, k)
+    redis.call('DEL', m)
+    return 0
   end
+  if left > 0 then redis.call('ZINCRBY', KI, left, k) end
+  if drained and mv[3] then redis.call('HDEL', m, 'mixed') end
   return #promoted
 end
 
@@ -381,15 +386,6 @@ local function release(batch, id, k)
   if not k or k == '' then return end
   redis.call('SREM', K .. k .. ':h', id)
   promote(batch, k)
-end
-
--- The next fencing token of key k: above the last one and at least the
--- server's ms × 1024, so that it rises even if the last was lost.
-local function next_fence(k, now)
-  local m = K .. k .. ':m'
-  local f = math.max((tonumber(redis.call('HGET', m, 'fence')) or 0) + 1, now * 1024)
-  redis.call('HSET', m, 'fence', int(f))
-  return f
 end
 
 -- Uniqueness claims: U maps a unique key to "expiry:id" (expiry "0" but for
@@ -429,46 +425,61 @@ local function twin(u, scope, period, now)
   return nil
 end
 
--- The state of concurrency key k: {used (0|1), limit (-1 if unknown),
+-- The state of concurrency key k: {active (0|1), limit (-1 if unknown),
 -- override (0|1), holding, running, parked, the head parked job's parked
--- time or false, last fence, then, if holders, per holder {id, state, fence,
--- lease_until}}. Holders are read one by one to count the running ones:
--- there are at most about the key's limit of them.
+-- time or false, the highest fence of a running holder (0 if none), then,
+-- if holders, per holder {id, state, fence, lease_until}}. Holders are read
+-- one by one to count the running ones: there are at most about the key's
+-- limit of them.
 local function key_info(k, holders)
   local h, p, m = key_keys(k)
-  local mv = redis.call('HMGET', m, 'limit', 'def', 'fence')
+  local mv = redis.call('HMGET', m, 'limit', 'def')
   local ids = redis.call('SMEMBERS', h)
   local np = redis.call('LLEN', p)
-  local used = 0
-  if mv[1] or mv[2] or mv[3] or #ids > 0 or np > 0 then used = 1 end
+  local active = 0
+  if mv[1] or #ids > 0 or np > 0 then active = 1 end
   local override = 0
   if mv[1] then override = 1 end
   local oldest = false
   if np > 0 then
     oldest = tonumber(redis.call('HGET', J .. redis.call('LINDEX', p, 0), 'parked')) or false
   end
-  local out = {used, tonumber(mv[1] or mv[2] or '-1'), override, #ids, 0, np, oldest, tonumber(mv[3]) or 0}
+  local out = {active, tonumber(mv[1] or mv[2] or '-1'), override, #ids, 0, np, oldest, 0}
   table.sort(ids)
-  local running = 0
+  local running, fence = 0, 0
   for _, id in ipairs(ids) do
     local v = redis.call('HMGET', J .. id, 'state', 'fence', 'lease_until')
-    if v[1] == 'running' then running = running + 1 end
+    if v[1] == 'running' then
+      running = running + 1
+      fence = math.max(fence, tonumber(v[2]) or 0)
+    end
     if holders then out[#out + 1] = {id, v[1] or '', v[2] or '', v[3] or ''} end
   end
-  out[5] = running
+  out[5], out[8] = running, fence
   return out
 end
 
 -- Lease up to max available jobs, in fetch order (priority, then arrival),
 -- to the caller: each gets the next LEASE_LEN characters of leases as its
--- lease, lasting ttl ms from now, its attempt counted, and, if keyed, its
--- key's next fencing token; a job unique while running claims its unique
+-- lease, lasting ttl ms from now, its attempt counted, and, if keyed, the
+-- queue's next fencing token; a job unique while running claims its unique
 -- key, one unique while queued gives it up. Appends each job's ID and
 -- fields to out. Returns how many jobs were taken and, if that is max, how
 -- many are left available (else 0).
-local function lease(out, max, ttl, leases, now)
+--
+-- Fencing tokens are the queue's, not each key's, so that an idle key
+-- keeps nothing: each is one more than the queue's last (last, M's fence,
+-- which the caller reads with the paused flag; 0 if none) and at
+-- least the server's ms × 1024, so that they rise even if the last was lost
+-- (a restart without persistence, a failover to a replica that missed it),
+-- provided the server clock did not go back and the queue leased fewer than
+-- 1024 keyed jobs a millisecond. Strictly rising per queue, they rise per
+-- key. (Exact in a Lua number, a double, until the year 2248.)
+local function lease(out, max, ttl, leases, now, last)
   local popped = redis.call('ZPOPMIN', A, max)
   local running = {}
+  local fence = math.max(last, now * 1024 - 1)
+  local fenced = false
   local snow = int(now)
   local until_ = now + ttl
   local suntil = int(until_)
@@ -480,7 +491,10 @@ local function lease(out, max, ttl, leases, now)
       local k = (i - 1) / 2 -- 0-based: popped holds IDs and scores
       local attempt, l = int(tonumber(v[FI.attempt]) + 1), string.sub(leases, k * LEASE_LEN + 1, (k + 1) * LEASE_LEN)
       local t = {'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l, 'lease_until', suntil}
-      if v[FI.key] and v[FI.key] ~= '' then put(t, 'fence', int(next_fence(v[FI.key], now))) end
+      if v[FI.key] and v[FI.key] ~= '' then
+        fence, fenced = fence + 1, true
+        put(t, 'fence', int(fence))
+      end
       if v[FI.uscope] == 'running' then
         claim(v[FI.ukey], id, 0)
       elseif v[FI.uscope] == 'queued' then
@@ -493,6 +507,7 @@ local function lease(out, max, ttl, leases, now)
     end
   end
   zadd(R, running)
+  if fenced then redis.call('HSET', M, 'fence', int(fence)) end
   local n, left = #popped / 2, 0
   if n == max then left = redis.call('ZCARD', A) end
   return n, left
