@@ -22,7 +22,7 @@ type ConcurrencyOpts struct {
 	Key func(args JobArgs) string
 	// Limit is how many jobs of a key may hold a slot (be available or
 	// running) at once while the key has no override stored with
-	// Client.SetLimit. Default 1: a mutex per key.
+	// Client.SetLimit. Default 1: a mutex per key. At most MaxKeyLimit.
 	Limit int
 	// OnBusy is what happens to a job whose key is busy when it is first
 	// admitted. Default OnBusyWait.
@@ -239,8 +239,8 @@ func (c *Client) KeyGet(ctx context.Context, queue, key string) (*KeyInfo, error
 // process, overriding the kinds' defaults: 0 halts the key. Raising it
 // promotes parked jobs at once; lowering it lets running jobs finish and
 // sends the key's jobs that have not started back to wait, so that no more
-// than n run once the running ones end. It returns the key's state after the
-// change.
+// than n run once the running ones end. n must be 0 to MaxKeyLimit. It
+// returns the key's state after the change.
 func (c *Client) SetLimit(ctx context.Context, queue, key string, n int) (*KeyInfo, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, fmt.Errorf("baton: SetLimit: %w", err)

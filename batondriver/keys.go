@@ -3,6 +3,7 @@ package batondriver
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -203,6 +204,21 @@ type KeyHolder struct {
 	LeaseUntil time.Time
 }
 
+// MaxKeyLimit is the largest limit of a concurrency key, as a job's default
+// or as an override: far above any number of jobs that could run at once,
+// so that a bigger one is taken for a mistake, and a number every backend
+// keeps exactly (Redis scripts hold numbers as doubles).
+const MaxKeyLimit = math.MaxInt32
+
+// CheckKeyLimit returns an error wrapping ErrBadParams unless limit is in
+// min..MaxKeyLimit; key names the key in the message.
+func CheckKeyLimit(key string, limit, min int) error {
+	if limit < min || limit > MaxKeyLimit {
+		return fmt.Errorf("%w: concurrency key %q: limit %d, must be %d to %d", ErrBadParams, key, limit, min, MaxKeyLimit)
+	}
+	return nil
+}
+
 // CheckJobInsertKeys validates the concurrency and uniqueness settings of
 // one job to insert, for every backend alike: an error wraps ErrBadParams
 // and says which setting is wrong.
@@ -211,8 +227,8 @@ func CheckJobInsertKeys(j *JobInsert) error {
 		if err := CheckKey(j.Key); err != nil {
 			return err
 		}
-		if j.Limit < 1 {
-			return fmt.Errorf("%w: concurrency key %q: limit %d, must be at least 1", ErrBadParams, j.Key, j.Limit)
+		if err := CheckKeyLimit(j.Key, j.Limit, 1); err != nil {
+			return err
 		}
 		switch j.OnBusy {
 		case "", OnBusyWait, OnBusyDrop, OnBusyFail:

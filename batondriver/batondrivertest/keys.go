@@ -1290,6 +1290,7 @@ func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		bad("insert: key too long", insert(keyJob(long, 1)))
 		bad("insert: key without limit", insert(keyJob(k, 0)))
 		bad("insert: negative limit", insert(keyJob(k, -1)))
+		bad("insert: limit over MaxKeyLimit", insert(keyJob(k, batondriver.MaxKeyLimit+1)))
 		bad("insert: unknown policy", insert(keyJob(k, 1, onBusy("later"))))
 		bad("insert: reschedule without delay", insert(keyJob(k, 1, onBusy(batondriver.OnBusyReschedule))))
 		bad("insert: reschedule under 1ms", insert(keyJob(k, 1, busyDelay(time.Millisecond-1))))
@@ -1310,6 +1311,7 @@ func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		bad("set limit: empty key", setLimit(batondriver.KeySetLimitParams{Queue: f.queue, Limit: 1}))
 		bad("set limit: key too long", setLimit(batondriver.KeySetLimitParams{Queue: f.queue, Key: long, Limit: 1}))
 		bad("set limit: negative", setLimit(batondriver.KeySetLimitParams{Queue: f.queue, Key: k, Limit: -1}))
+		bad("set limit: over MaxKeyLimit", setLimit(batondriver.KeySetLimitParams{Queue: f.queue, Key: k, Limit: batondriver.MaxKeyLimit + 1}))
 		require.False(t, f.keyGet(k).Override)
 
 		_, err = f.d.KeyGet(f.ctx, &batondriver.KeyParams{Key: k})

@@ -352,8 +352,10 @@ func (d *Driver) KeySetLimit(_ context.Context, p *batondriver.KeySetLimitParams
 	if err := checkKey(p.Queue, p.Key); err != nil {
 		return nil, err
 	}
-	if !p.Reset && p.Limit < 0 {
-		return nil, badParams("negative limit %d for key %q", p.Limit, p.Key)
+	if !p.Reset {
+		if err := batondriver.CheckKeyLimit(p.Key, p.Limit, 0); err != nil {
+			return nil, err
+		}
 	}
 	s := &d.jobs
 	s.mu.Lock()

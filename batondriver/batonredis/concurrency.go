@@ -24,8 +24,8 @@ func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitPara
 	}
 	limit := ""
 	if !p.Reset {
-		if p.Limit < 0 {
-			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: key %q: negative limit %d", batondriver.ErrBadParams, p.Key, p.Limit))
+		if err := batondriver.CheckKeyLimit(p.Key, p.Limit, 0); err != nil {
+			return nil, jobErr(op, p.Queue, err)
 		}
 		limit = itoa(p.Limit)
 	}
