@@ -2,7 +2,9 @@ package baton
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/batonhq/baton/batondriver"
 )
@@ -54,8 +56,9 @@ func (c *Client) JobList(ctx context.Context, queue string, state JobState, opts
 	return res.Jobs, res.Total, nil
 }
 
-// JobRetry makes a dead, cancelled or scheduled job available now, with
-// its attempts reset.
+// JobRetry makes a dead, cancelled, dropped or scheduled job available now,
+// with its attempts reset (a keyed job whose key is busy is parked). It
+// refuses a job that JobRetryable says cannot be retried.
 func (c *Client) JobRetry(ctx context.Context, queue, id string) (*JobRow, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, fmt.Errorf("baton: job retry: %w", err)
@@ -65,6 +68,20 @@ func (c *Client) JobRetry(ctx context.Context, queue, id string) (*JobRow, error
 		return nil, fmt.Errorf("baton: retry job %s in %q: %w", id, queue, err)
 	}
 	return row, nil
+}
+
+// JobRetryable reports whether JobRetry takes a job in state, on every
+// backend: dead, cancelled, dropped, scheduled and available jobs can be
+// retried (an available one keeps its place in the queue). Running, parked
+// and completed jobs cannot: JobRetry refuses them with an error wrapping
+// batondriver.ErrBadParams. A tool that offers a retry asks this first, so
+// that it never offers one bound to fail.
+func JobRetryable(state JobState) bool {
+	switch state {
+	case JobStateDead, JobStateCancelled, JobStateDropped, JobStateScheduled, JobStateAvailable:
+		return true
+	}
+	return false
 }
 
 // JobDelete removes a job that is not running.
@@ -91,6 +108,37 @@ func (c *Client) QueueStats(ctx context.Context, queue string) (*QueueStats, err
 		return nil, fmt.Errorf("baton: stats of %q: %w", queue, err)
 	}
 	return res, nil
+}
+
+// QueueStatsAll returns the stats of every queue that ever had a job (see
+// QueueList), sorted by queue name; none is an empty slice. Each queue is
+// read on its own, so the figures are not one snapshot of the backend.
+//
+// If the queues cannot be listed it returns nil and the error. A queue whose
+// stats cannot be read is left out and the next is read, unless ctx is done,
+// which ends the reading at once; the result then holds the queues that were
+// read, and the error joins (errors.Join) one error per queue that failed. A
+// caller that wants all or nothing checks the error first.
+func (c *Client) QueueStatsAll(ctx context.Context) ([]*QueueStats, error) {
+	names, err := c.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	out := make([]*QueueStats, 0, len(names))
+	var errs []error
+	for _, q := range names {
+		st, err := c.QueueStats(ctx, q)
+		if err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		out = append(out, st)
+	}
+	return out, errors.Join(errs...)
 }
 
 // QueueList names the queues that ever had a job.
@@ -122,3 +170,9 @@ func (c *Client) queuePause(ctx context.Context, queue string, resume bool) erro
 	}
 	return nil
 }
+
+// MaxKeyLimit is the largest limit of a concurrency key: SetLimit and
+// ConcurrencyOpts.Limit refuse a bigger one (an error wrapping
+// batondriver.ErrBadParams), and the baton command and the dashboard
+// (batonui) check against it before they call SetLimit.
+const MaxKeyLimit = batondriver.MaxKeyLimit

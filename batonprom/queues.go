@@ -23,7 +23,8 @@ type queueSource struct {
 // queue_oldest_available_age_seconds and jobs_dropped_total. With no
 // queues it reads every queue that ever had a job (QueueList), at each
 // scrape. It may be called again for other clients or queues; a queue
-// named twice is reported once. The client need not be started: an
+// named twice, or listed by two clients, is reported once, from the first
+// of those calls that has it. The client need not be started: an
 // insert-only client reads the same backend.
 func (m *Metrics) CollectQueues(client *baton.Client, queues ...string) {
 	m.mu.Lock()
@@ -71,20 +72,28 @@ func (m *Metrics) collectQueues(ch chan<- prometheus.Metric) {
 	m.scrapeErrors.Collect(ch)
 }
 
-// readQueues reads the state of the queues of sources.
+// readQueues reads the state of the queues of sources. A queue is reported
+// once, from the first source, in the order of CollectQueues's calls, that
+// has it: two series with the same labels would fail the whole gather. A
+// source that names its queues claims them before reading them, so that a
+// failed read leaves a gap rather than another backend's figures under the
+// same name; a source that lists every queue claims those it read.
 func (m *Metrics) readQueues(ctx context.Context, sources []*queueSource) *scrape {
 	s := &scrape{}
 	seen := map[string]bool{}
 	for _, src := range sources {
-		queues := src.queues
-		if len(queues) == 0 {
-			var err error
-			if queues, err = src.client.QueueList(ctx); err != nil {
-				s.errs = append(s.errs, err)
-				continue
+		if len(src.queues) == 0 {
+			all, err := src.client.QueueStatsAll(ctx)
+			s.errs = append(s.errs, failures(err)...)
+			for _, st := range all {
+				if !seen[st.Queue] {
+					seen[st.Queue] = true
+					s.add(m, st.Queue, st)
+				}
 			}
+			continue
 		}
-		for _, q := range queues {
+		for _, q := range src.queues {
 			if seen[q] {
 				continue
 			}
@@ -98,6 +107,18 @@ func (m *Metrics) readQueues(ctx context.Context, sources []*queueSource) *scrap
 		}
 	}
 	return s
+}
+
+// failures splits an error of QueueStatsAll into one error per failed read:
+// it joins those of the queues it could not read.
+func failures(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		return joined.Unwrap()
+	}
+	return []error{err}
 }
 
 // add converts one queue's stats to metrics.

@@ -2,6 +2,7 @@ package batonprom_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/batondriver/batonmem"
 	"github.com/batonhq/baton/batondriver/batonredis"
 	"github.com/batonhq/baton/batonprom"
 	"github.com/batonhq/baton/internal/redistest"
@@ -80,4 +83,89 @@ func TestQueuesRedis(t *testing.T) {
 	require.GreaterOrEqual(t, age, 0.0)
 	require.Less(t, age, 60.0)
 	require.Equal(t, []string{"mail", "other"}, labelValues(t, reg)["queue"])
+}
+
+// failingDriver is a memory backend that cannot read the stats of one
+// queue.
+type failingDriver struct {
+	batondriver.JobDriver
+	queue string
+}
+
+func (d *failingDriver) QueueStats(ctx context.Context, p *batondriver.QueueParams) (*batondriver.QueueStatsResult, error) {
+	if p.Queue == d.queue {
+		return nil, errors.New("slot unreachable")
+	}
+	return d.JobDriver.QueueStats(ctx, p)
+}
+
+// TestQueuesSameName: a queue that several CollectQueues calls name or list
+// is reported once — not added up — from the first call that has it, so
+// that two backends with a queue of the same name do not fail the gather.
+// A call that names the queue claims it even when its read fails (a gap,
+// not another backend's figures); one that lists every queue claims only
+// those it read.
+func TestQueuesSameName(t *testing.T) {
+	t.Parallel()
+	// newClient returns an insert-only client on a backend of its own
+	// holding n available jobs in queue "shared", and one job in queue only.
+	newClient := func(t *testing.T, n int, only, failing string) *baton.Client {
+		t.Helper()
+		d := &failingDriver{JobDriver: batonmem.New(), queue: failing}
+		c, err := baton.NewClient(d, &baton.Config{Logger: quiet, AllowUnknownKinds: true})
+		require.NoError(t, err)
+		for range n {
+			_, err := c.Insert(context.Background(), taskArgs{Do: "complete"}, &baton.InsertOpts{Queue: "shared"})
+			require.NoError(t, err)
+		}
+		_, err = c.Insert(context.Background(), taskArgs{Do: "complete"}, &baton.InsertOpts{Queue: only})
+		require.NoError(t, err)
+		return c
+	}
+	const shared = `baton_queue_jobs{queue="shared",state="available"}`
+
+	for _, tc := range []struct {
+		name    string
+		collect func(m *batonprom.Metrics, one, three, failing *baton.Client)
+		want    float64 // the shared queue's available jobs; 0: not reported
+		errors  float64
+		queues  []string // every queue reported
+	}{
+		{"ListedTwice", func(m *batonprom.Metrics, one, three, _ *baton.Client) {
+			m.CollectQueues(one)
+			m.CollectQueues(three)
+		}, 1, 0, []string{"only-one", "only-three", "shared"}},
+		{"ListedTwiceOtherOrder", func(m *batonprom.Metrics, one, three, _ *baton.Client) {
+			m.CollectQueues(three)
+			m.CollectQueues(one)
+		}, 3, 0, []string{"only-one", "only-three", "shared"}},
+		{"NamedThenListed", func(m *batonprom.Metrics, one, three, _ *baton.Client) {
+			m.CollectQueues(three, "shared", "shared") // named twice by one call too
+			m.CollectQueues(one)
+		}, 3, 0, []string{"only-one", "shared"}},
+		{"NamedFailsLeavesGap", func(m *batonprom.Metrics, one, _, failing *baton.Client) {
+			m.CollectQueues(failing, "shared")
+			m.CollectQueues(one)
+		}, 0, 1, []string{"only-one"}},
+		{"ListedFailsNextHasIt", func(m *batonprom.Metrics, one, _, failing *baton.Client) {
+			m.CollectQueues(failing)
+			m.CollectQueues(one)
+		}, 1, 1, []string{"only-failing", "only-one", "shared"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, reg := setup(t, nil)
+			one, three := newClient(t, 1, "only-one", ""), newClient(t, 3, "only-three", "")
+			failing := newClient(t, 2, "only-failing", "shared")
+			tc.collect(m, one, three, failing)
+
+			got := gather(t, reg) // fails on a series collected twice
+			if tc.want == 0 {
+				require.NotContains(t, got, shared)
+			} else {
+				require.Equal(t, tc.want, got[shared])
+			}
+			require.Equal(t, tc.errors, got["baton_queue_scrape_errors_total"])
+			require.Equal(t, tc.queues, labelValues(t, reg)["queue"])
+		})
+	}
 }

@@ -421,7 +421,7 @@ func populate(t *testing.T, client *baton.Client, d *batonmem.Driver, many bool)
 // samples that end at the queues' real counts, for the screenshot only:
 // the test cannot wait an hour.
 func fakeHistory(h *handler) {
-	stats, _ := h.allStats(context.Background())
+	stats, _ := h.client.QueueStatsAll(context.Background())
 	now := time.Now()
 	h.now = func() time.Time { return now }
 	const n = int(historyWindow / sampleEvery)

@@ -52,7 +52,7 @@ func (h *handler) funcs() template.FuncMap {
 		"keysURL":   func(q string) string { return h.keysURL(q) },
 		"keyURL":    func(q, key string) string { return h.keyURL(q, key) },
 		"keyAction": func(q, key, action string) string { return h.keyActionURL(q, key, action) },
-		"maxLimit":  func() int { return maxKeyLimit },
+		"maxLimit":  func() int { return baton.MaxKeyLimit },
 		"tabs":      func(st *baton.QueueStats, cur string) queueTabs { return queueTabs{Stats: st, Current: cur} },
 		"preview":   func(b []byte) string { return truncate(compactJSON(b), 100) },
 		"truncate":  truncate,
@@ -253,13 +253,11 @@ func lastError(j *baton.JobRow) string {
 }
 
 // canRetry and canDelete mirror what the admin API accepts, so that no
-// page offers an action bound to fail.
+// page offers an action bound to fail. An available job can be retried too
+// (baton.JobRetryable), but it is already waiting for a worker: a Retry
+// button on every row of a queue would not make it run any sooner.
 func canRetry(j *baton.JobRow) bool {
-	switch j.State {
-	case baton.JobStateDead, baton.JobStateCancelled, baton.JobStateDropped, baton.JobStateScheduled:
-		return true
-	}
-	return false
+	return baton.JobRetryable(j.State) && j.State != baton.JobStateAvailable
 }
 
 func canDelete(j *baton.JobRow) bool { return j.State != baton.JobStateRunning }

@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
 )
 
 func TestUnescapeHTML(t *testing.T) {
@@ -15,5 +18,22 @@ func TestUnescapeHTML(t *testing.T) {
 		`["\u003C"]`:                        `["<"]`,
 	} {
 		require.Equal(t, want, unescapeHTML([]byte(in)), in)
+	}
+}
+
+// TestCanRetry: a page offers a retry only where the library takes one
+// (baton.JobRetryable), and not for an available job, which is already
+// waiting for a worker.
+func TestCanRetry(t *testing.T) {
+	t.Parallel()
+	offered := map[baton.JobState]bool{
+		baton.JobStateDead: true, baton.JobStateCancelled: true, baton.JobStateDropped: true, baton.JobStateScheduled: true,
+	}
+	for _, state := range batondriver.JobStates {
+		got := canRetry(&baton.JobRow{State: state})
+		require.Equal(t, offered[state], got, state)
+		if got {
+			require.True(t, baton.JobRetryable(state), "%s: offered but refused by JobRetry", state)
+		}
 	}
 }

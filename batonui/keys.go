@@ -24,11 +24,6 @@ import (
 // form /queues/{queue}/keys/{key...} is accepted for URLs typed by hand
 // and redirects there.
 
-// maxKeyLimit bounds the limits the form accepts. The backend takes any
-// limit from 0; a bigger one than this is a typo, and ResetLimit is the
-// way back to the kinds' default.
-const maxKeyLimit = 1_000_000
-
 func (h *handler) keysURL(queue string) string {
 	return h.base + "/queues/" + url.PathEscape(queue) + "/keys"
 }
@@ -162,8 +157,8 @@ func (h *handler) setLimit(w http.ResponseWriter, r *http.Request) {
 	}
 	raw := strings.TrimSpace(r.PostFormValue("limit"))
 	n, err := strconv.Atoi(raw)
-	if err != nil || n < 0 || n > maxKeyLimit {
-		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The limit %q is not a whole number from 0 to %d. Enter how many jobs of the key may run at once: 0 halts the key.", truncate(raw, 40), maxKeyLimit))
+	if err != nil || n < 0 || n > baton.MaxKeyLimit {
+		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The limit %q is not a whole number from 0 to %d. Enter how many jobs of the key may run at once: 0 halts the key.", truncate(raw, 40), baton.MaxKeyLimit))
 		return
 	}
 	if _, err := h.client.SetLimit(r.Context(), queue, key, n); err != nil {

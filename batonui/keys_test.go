@@ -2,6 +2,7 @@ package batonui_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -168,12 +169,13 @@ func TestKeyLimitForm(t *testing.T) {
 	require.Contains(t, body, "Cross-origin request refused")
 	require.Zero(t, e.keyInfo("q", key).Limit)
 
-	for _, bad := range []string{"", "two", "-1", "1.5", "1e3", "1000001", "99999999999999999999"} {
+	tooBig := strconv.Itoa(baton.MaxKeyLimit + 1)
+	for _, bad := range []string{"", "two", "-1", "1.5", "1e3", tooBig, "99999999999999999999"} {
 		req := e.request(http.MethodPost, keyPath("q", key, "limit"), url.Values{"limit": {bad}})
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
 		resp, body := e.do(req)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
-		require.Contains(t, body, "is not a whole number from 0 to 1000000", bad)
+		require.Contains(t, body, fmt.Sprintf("is not a whole number from 0 to %d", baton.MaxKeyLimit), bad)
 		require.Contains(t, body, "0 halts the key", bad)
 	}
 	require.Zero(t, e.keyInfo("q", key).Limit)
@@ -205,6 +207,13 @@ func TestKeyLimitForm(t *testing.T) {
 	require.False(t, info.Override)
 	require.Equal(t, 1, info.Limit, "the jobs' default")
 	require.Equal(t, 1, info.Holding)
+
+	// The largest limit the library's tools take is taken here too.
+	resp = e.post(keyPath("q", key, "limit"), url.Values{"limit": {strconv.Itoa(baton.MaxKeyLimit)}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, baton.MaxKeyLimit, e.keyInfo("q", key).Limit)
+	resp = e.post(keyPath("q", key, "reset"), url.Values{})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 
 	// A GET of an action's URL changes nothing: it is the page of a key
 	// named "limit".

@@ -14,24 +14,6 @@ import (
 	"github.com/batonhq/baton"
 )
 
-// allStats returns the stats of every queue, by name.
-func (h *handler) allStats(ctx context.Context) ([]*baton.QueueStats, error) {
-	names, err := h.client.QueueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(names)
-	out := make([]*baton.QueueStats, 0, len(names))
-	for _, q := range names {
-		st, err := h.client.QueueStats(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, nil
-}
-
 // sampleIfDue adds a sample to the throughput history when one is due.
 // Every page calls it, so the history grows while any page is open (they
 // refresh themselves); a failure only leaves a hole.
@@ -40,7 +22,7 @@ func (h *handler) sampleIfDue(ctx context.Context) {
 	if !h.hist.due(now) {
 		return
 	}
-	stats, err := h.allStats(ctx)
+	stats, err := h.client.QueueStatsAll(ctx)
 	if err != nil {
 		h.hist.abandon()
 		return
@@ -62,7 +44,7 @@ type overviewData struct {
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
-	stats, err := h.allStats(r.Context())
+	stats, err := h.client.QueueStatsAll(r.Context())
 	if err != nil {
 		h.backendError(w, r, err)
 		return
@@ -335,7 +317,7 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	stats, err := h.allStats(r.Context())
+	stats, err := h.client.QueueStatsAll(r.Context())
 	if err != nil {
 		h.backendError(w, r, err)
 		return

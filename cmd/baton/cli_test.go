@@ -60,6 +60,7 @@ func TestCLI(t *testing.T) {
 		"TLS":            testTLS,
 		"Demo":           testDemo,
 		"Dash":           testDash,
+		"DashJSON":       testDashJSON,
 		"EmptyBackend":   testEmptyBackend,
 		"JSONErrorShape": testJSONError,
 	} {
@@ -318,7 +319,7 @@ func testJobsRetryDelete(t *testing.T, bin string) {
 
 	r = f.run("jobs", "retry", f.running)
 	require.Equal(t, exitFailed, r.code)
-	require.Contains(t, r.stderr, "is running: only dead, cancelled, dropped, scheduled and available jobs can be retried")
+	require.Contains(t, r.stderr, "is running: only scheduled, available, cancelled, dead and dropped jobs can be retried")
 
 	r = f.run("jobs", "delete", f.running)
 	require.Equal(t, exitFailed, r.code)

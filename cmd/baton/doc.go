@@ -17,7 +17,8 @@
 //	baton jobs show ID [-q QUEUE]        one job: args, errors, concurrency key, fence
 //	baton jobs retry ID... [-q QUEUE]    make jobs available now, attempts reset
 //	baton jobs delete ID... [-q QUEUE]   delete jobs that are not running
-//	baton dead list [-q QUEUE]           the dead set: dead and cancelled jobs
+//	baton dead list [-q QUEUE] [--limit N] [--offset N]
+//	                                     the dead set: dead and cancelled jobs
 //	baton dead retry (ID... | --all) [-q QUEUE]
 //	baton dead purge [-q QUEUE] --yes    delete the dead set
 //	baton keys list QUEUE [--limit N] [--offset N]
@@ -33,11 +34,17 @@
 //	                                     kind, spec, last tick, next tick, when last seen
 //	baton functions prune                delete other Baton versions' job functions from Redis
 //	baton dash [--addr A] [--writable]   serve the dashboard (batonui) until interrupted
-//	baton demo [--redis URL] [--dash]    a few hundred jobs, every guarantee checked (in memory
+//	baton demo [--redis URL] [--dash [ADDR]] [--no-color]
+//	                                     a few hundred jobs, every guarantee checked (in memory
 //	                                     without --redis); baton demo locks: the lock demonstration
+//	baton completion bash|zsh|fish|powershell
+//	                                     the shell's autocompletion script
+//	baton help [COMMAND]                 a command's help, as COMMAND --help
 //
-// Without -q, job commands look in every queue. Every command but demo
-// takes --json to print JSON for scripts instead of tables for people.
+// Without -q, job commands look in every queue. Every command but demo,
+// completion and help takes --json to print JSON for scripts instead of
+// tables for people; `dash --json` prints {"url": ..., "writable": ...} once
+// it serves.
 //
 // RETRYING counts the scheduled jobs that have run before (a failed attempt
 // waiting for its backoff). The backend keeps no such count, so baton reads
@@ -69,10 +76,12 @@
 // LIMIT is the key's override, set with `limit set` (marked "(override)",
 // or "halted" for 0), else the default limit its jobs carry. `keys list`
 // shows the active keys: those with holders, parked jobs or an override.
-// `key show` finds an idle key too, and exits 3 only for a key never used in
-// the queue; so do `limit reset` and `limit set`, unless `limit set` is given
-// --new-key (to halt or limit a key before its first job). The limit N is a
-// whole number from 0; anything else is bad usage (exit code 2).
+// LAST FENCE is the newest fencing token among the key's running jobs. An
+// idle key keeps no state, so `key show` and `limit reset` exit 3 for a key
+// that is not active; so does `limit set`, unless given --new-key (to halt
+// or limit a key that has no jobs now). The limit N is a
+// whole number from 0 to 2147483647 (baton.MaxKeyLimit); anything else is
+// bad usage (exit code 2).
 //
 // `locks list` shows the standalone lock keys in use — with holders, waiters
 // or a limit set at runtime — in byte order, from the index of lock keys the
@@ -110,16 +119,19 @@
 //
 // In a list, the first entry is a full URL (a bare host:port means
 // redis://host:port) and carries the options, credentials and database; the
-// others give only host:port (a comma is always a separator). --prefix (BATON_PREFIX) is the key prefix the
-// applications use, "baton" by default.
+// others give only host:port (a comma is always a separator). --prefix
+// (BATON_PREFIX) is the key prefix the applications use, "baton" by
+// default. --timeout bounds a command's work with Redis, 30s by default (0:
+// no bound); past it the command fails with exit code 4. `dash` is bounded
+// only while it connects: it serves until interrupted.
 //
 // # Exit codes
 //
 //	0  success
 //	1  the operation failed (the backend refused it, e.g. deleting a running job)
 //	2  bad usage: unknown command or flag, bad number, bad URL, missing argument
-//	3  not found: no such queue, job or lock key, or a concurrency key never used
-//	4  backend unreachable: cannot connect to Redis, or it did not answer in time
+//	3  not found: no such queue, job or lock key, or a concurrency key not active
+//	4  backend unreachable: cannot connect to Redis, or it did not answer within --timeout
 //	5  not available: the command exists but cannot work yet (none at present)
 //
 // `baton demo` keeps its own codes: 0 if every guarantee held, 1 otherwise

@@ -334,12 +334,18 @@ last parked. Without -q every queue is searched.`,
 
 // findJob returns job id of queue, or with "" of whichever queue has it.
 func findJob(ctx context.Context, b *backend, queue, id string) (*baton.JobRow, error) {
-	if id == "" {
-		return nil, usageErr("empty job ID")
-	}
 	queues, err := queuesOf(ctx, b, queue)
 	if err != nil {
 		return nil, err
+	}
+	return findJobIn(ctx, b, queues, queue, id)
+}
+
+// findJobIn returns job id of the first of queues that has it; queue is
+// the -q the queues come from, for the error.
+func findJobIn(ctx context.Context, b *backend, queues []string, queue, id string) (*baton.JobRow, error) {
+	if id == "" {
+		return nil, usageErr("empty job ID")
 	}
 	for _, q := range queues {
 		j, err := b.client.JobGet(ctx, q, id)
@@ -383,10 +389,17 @@ func (a *app) jobsDeleteCmd() *cobra.Command {
 	return cmd
 }
 
+// retryJob retries j if the library takes it (baton.JobRetryable), else
+// says which states it takes, without a call to the backend.
 func retryJob(ctx context.Context, b *backend, j *baton.JobRow) error {
-	switch j.State {
-	case baton.JobStateRunning, baton.JobStateCompleted, baton.JobStateParked:
-		return failedErr("job %s is %s: only dead, cancelled, dropped, scheduled and available jobs can be retried", j.ID, j.State)
+	if !baton.JobRetryable(j.State) {
+		var ok []string
+		for _, st := range jobStates {
+			if baton.JobRetryable(st) {
+				ok = append(ok, string(st))
+			}
+		}
+		return failedErr("job %s is %s: only %s and %s jobs can be retried", j.ID, j.State, strings.Join(ok[:len(ok)-1], ", "), ok[len(ok)-1])
 	}
 	_, err := b.client.JobRetry(ctx, j.Queue, j.ID)
 	return err
@@ -415,15 +428,15 @@ type bulkError struct {
 // goes on past failures and returns the first one's exit code.
 func (a *app) eachJob(ctx context.Context, b *backend, queue string, ids []string, done string,
 	op func(context.Context, *backend, *baton.JobRow) error) error {
-	if queue != "" {
-		if err := requireQueue(ctx, b, queue); err != nil {
-			return err
-		}
+	// The queues are listed once for all the IDs.
+	queues, err := queuesOf(ctx, b, queue)
+	if err != nil {
+		return err
 	}
 	out := bulkOut{Done: []string{}}
 	var first *exitError
 	for _, id := range ids {
-		j, err := findJob(ctx, b, queue, id)
+		j, err := findJobIn(ctx, b, queues, queue, id)
 		if err == nil {
 			err = op(ctx, b, j)
 		}

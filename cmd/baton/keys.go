@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -24,10 +23,6 @@ import (
 // belongs to a queue, so each takes the queue first. A key may hold any
 // bytes, spaces and braces included: it is always one argument, never
 // split or parsed.
-
-// maxLimit is the highest limit `limit set` takes: far more than any
-// process could run, and exact in every backend.
-const maxLimit = math.MaxInt32
 
 // keyOut is a concurrency key as `keys list` prints it.
 type keyOut struct {
@@ -138,10 +133,10 @@ jobs, or a limit override — most parked first, with:
   OLDEST WAIT  how long the next parked job to run has waited
   LIMIT        the key's limit: "(override)" when set with 'baton limit set',
                "halted" for an override of 0, else the default of its jobs
-  LAST FENCE   the last fencing token given to a job of the key
+  LAST FENCE   the newest fencing token among the key's running jobs
   KEY          the key, last so that a long one does not push the table apart;
                quoted when it holds tabs, newlines or other unprintable bytes
-A key used once but idle now is not listed; 'baton key show' still finds it.`,
+An idle key keeps no state: it is not listed.`,
 		RunE: a.action(1, 1, func(ctx context.Context, b *backend, args []string) error {
 			queue := args[0]
 			if err := requireQueue(ctx, b, queue); err != nil {
@@ -184,7 +179,7 @@ func (a *app) keyShowCmd() *cobra.Command {
 		Short: "Show a concurrency key: its limit, parked jobs and the jobs holding it",
 		Long: `Show concurrency key KEY of QUEUE: what 'baton keys list' shows, and the jobs
 holding a slot with their state, fencing token and the time their lease has left.
-A key used once but idle now is shown; one never used in QUEUE is not found (exit
+A key that is not active in QUEUE (an idle key keeps no state) is not found (exit
 code 3). 'baton jobs list -q QUEUE --state parked' lists the parked jobs.` + keyArgsHelp,
 		RunE: a.action(2, 2, func(ctx context.Context, b *backend, args []string) error {
 			info, err := getKey(ctx, b, args[0], args[1])
@@ -255,7 +250,7 @@ before its first job.` + keyArgsHelp,
 			return a.emitKey(info, what)
 		}),
 	}
-	cmd.Flags().BoolVar(&newKey, "new-key", false, "allow a key never used in QUEUE")
+	cmd.Flags().BoolVar(&newKey, "new-key", false, "allow a key that is not active in QUEUE (has no jobs now)")
 	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		// -3 reads as a flag; say what is wrong with it as a limit.
 		if arg, ok := strings.CutPrefix(err.Error(), "unknown shorthand flag: "); ok {
@@ -277,8 +272,8 @@ func (a *app) limitResetCmd() *cobra.Command {
 		Short: "Remove a concurrency key's limit override: its jobs' default applies again",
 		Long: `Remove the limit override of concurrency key KEY of QUEUE, so that the default
 limit its jobs carry applies again (promoting parked jobs if that is higher). A key
-without an override is left as it is; a key never used in QUEUE is not found (exit
-code 3).` + keyArgsHelp,
+without an override is left as it is; a key that is not active in QUEUE is not found
+(exit code 3).` + keyArgsHelp,
 		RunE: a.action(2, 2, func(ctx context.Context, b *backend, args []string) error {
 			queue, key := args[0], args[1]
 			info, err := getKey(ctx, b, queue, key)
@@ -313,9 +308,9 @@ func dashHint(_ *cobra.Command, err error) error {
 
 // parseLimit parses the N of `limit set`.
 func parseLimit(s string) (int, error) {
-	n, err := parseInt(s, 0, maxLimit)
+	n, err := parseInt(s, 0, baton.MaxKeyLimit)
 	if err != nil {
-		return 0, usageErr("bad limit %q: want a whole number from 0 (0 halts the key) to %d", s, maxLimit)
+		return 0, usageErr("bad limit %q: want a whole number from 0 (0 halts the key) to %d", s, baton.MaxKeyLimit)
 	}
 	return n, nil
 }
@@ -330,7 +325,7 @@ func checkKeyArgs(ctx context.Context, b *backend, queue, key string) error {
 }
 
 // getKey returns key of queue with its holders, or exitNotFound if the
-// queue never had a job or the key was never used in it.
+// queue never had a job or the key is not active in it.
 func getKey(ctx context.Context, b *backend, queue, key string) (*baton.KeyInfo, error) {
 	if err := checkKeyArgs(ctx, b, queue, key); err != nil {
 		return nil, err
@@ -343,7 +338,7 @@ func getKey(ctx context.Context, b *backend, queue, key string) (*baton.KeyInfo,
 }
 
 func keyNotFound(queue, key string) error {
-	return notFoundErr("concurrency key %q not found in queue %q: it has never been used there", key, queue)
+	return notFoundErr("concurrency key %q not found in queue %q: it has no jobs and no limit override there (an idle key keeps no state)", key, queue)
 }
 
 // emitKey prints a key with its holders, after a line saying what was done
@@ -368,7 +363,7 @@ func keyTable(w io.Writer, info *baton.KeyInfo, now time.Time) {
 		parked += fmt.Sprintf(" (the next has waited %s)", waited(info.OldestParked, now))
 	}
 	row(w, "Parked:", parked)
-	row(w, "Last fence:", fenceText(info.Fence))
+	row(w, "Newest fence:", fenceText(info.Fence))
 	row(w, "Holders:", fmt.Sprintf("%d (%d running)", info.Holding, info.Running))
 	if len(info.Holders) == 0 {
 		return

@@ -295,7 +295,7 @@ func testKeyBadInput(t *testing.T, bin string) {
 	} {
 		r := f.run(args...)
 		require.Equal(t, exitNotFound, r.code, "%q: %s", args, r.stderr)
-		require.Contains(t, r.stderr, `concurrency key "customer:nobody" not found in queue "hooks": it has never been used there`)
+		require.Contains(t, r.stderr, `concurrency key "customer:nobody" not found in queue "hooks": it has no jobs and no limit override there`)
 	}
 	r = f.run("key", "show", hooks, "--", "-x")
 	require.Equal(t, exitNotFound, r.code, "after --, -x is a key: %s", r.stderr)
@@ -416,7 +416,7 @@ func testParkedDropped(t *testing.T, bin string) {
 	require.Equal(t, baton.JobStateParked, j.State, "its next run waits behind the promoted job")
 	r = f.run("jobs", "retry", first)
 	require.Equal(t, exitFailed, r.code)
-	require.Contains(t, r.stderr, "is parked: only dead, cancelled, dropped, scheduled and available jobs can be retried")
+	require.Contains(t, r.stderr, "is parked: only scheduled, available, cancelled, dead and dropped jobs can be retried")
 	r = f.run("jobs", "retry", dropped)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	j = f.showJob(dropped)

@@ -145,7 +145,8 @@ func (a *app) report(ee *exitError) {
 		fmt.Fprintf(a.stderr, "%s\n", b)
 		return
 	}
-	fmt.Fprintf(a.stderr, "baton: %v\n", ee.err)
+	// One line, even for errors joined over several queues.
+	fmt.Fprintf(a.stderr, "baton: %s\n", strings.ReplaceAll(ee.err.Error(), "\n", "; "))
 	if ee.code == exitUsage {
 		fmt.Fprintln(a.stderr, "Run 'baton --help' for usage.")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -123,4 +124,14 @@ func TestRedisOption(t *testing.T) {
 			require.NotContains(t, err.Error(), "hunter2")
 		})
 	}
+}
+
+// TestReportOneLine: an error joined over several queues is still reported
+// on one line.
+func TestReportOneLine(t *testing.T) {
+	t.Parallel()
+	var errOut bytes.Buffer
+	a := &app{stderr: &errOut}
+	a.report(&exitError{code: exitFailed, err: errors.Join(errors.New(`stats of "a": boom`), errors.New(`stats of "b": boom`))})
+	require.Equal(t, "baton: stats of \"a\": boom; stats of \"b\": boom\n", errOut.String())
 }

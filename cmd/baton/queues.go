@@ -98,13 +98,13 @@ func retrying(n int, exact bool) string {
 
 // allQueueStats returns every queue's counts, by name.
 func allQueueStats(ctx context.Context, b *backend) ([]*queueOut, error) {
-	names, err := b.client.QueueList(ctx)
+	stats, err := b.client.QueueStatsAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*queueOut, 0, len(names))
-	for _, name := range names {
-		q, err := queueStats(ctx, b, name)
+	out := make([]*queueOut, 0, len(stats))
+	for _, s := range stats {
+		q, err := queueStats(ctx, b, s)
 		if err != nil {
 			return nil, err
 		}
@@ -113,13 +113,11 @@ func allQueueStats(ctx context.Context, b *backend) ([]*queueOut, error) {
 	return out, nil
 }
 
-func queueStats(ctx context.Context, b *backend, name string) (*queueOut, error) {
-	s, err := b.client.QueueStats(ctx, name)
-	if err != nil {
-		return nil, err
-	}
+// queueStats is one queue's counts as `queues` prints them, with its
+// retrying jobs counted.
+func queueStats(ctx context.Context, b *backend, s *baton.QueueStats) (*queueOut, error) {
 	q := &queueOut{
-		Queue:           name,
+		Queue:           s.Queue,
 		Paused:          s.Paused,
 		Available:       s.Counts[baton.JobStateAvailable],
 		Running:         s.Counts[baton.JobStateRunning],
@@ -135,7 +133,7 @@ func queueStats(ctx context.Context, b *backend, name string) (*queueOut, error)
 		RetryingExact:   true,
 	}
 	if q.Scheduled > 0 {
-		jobs, total, err := b.client.JobList(ctx, name, baton.JobStateScheduled, &baton.JobListOpts{Limit: retryScan})
+		jobs, total, err := b.client.JobList(ctx, s.Queue, baton.JobStateScheduled, &baton.JobListOpts{Limit: retryScan})
 		if err != nil {
 			return nil, err
 		}
