@@ -59,8 +59,9 @@ type JobDriver interface {
 	JobList(ctx context.Context, p *JobListParams) (*JobListResult, error)
 
 	// JobRetry admits a dead, cancelled, dropped or scheduled job now with
-	// its attempts reset (a keyed job may be parked). Running and parked
-	// jobs cannot be retried; an available one is left as it is.
+	// its attempts reset (a keyed job may be parked). Running, parked and
+	// completed jobs cannot be retried; an available one keeps its place,
+	// with its attempts reset.
 	JobRetry(ctx context.Context, p *JobGetParams) (*JobRow, error)
 
 	// JobDelete removes a job that is not running, freeing its key slot or

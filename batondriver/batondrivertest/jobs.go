@@ -1088,6 +1088,25 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.complete(r2)
 	})
 
+	// An available job keeps its place; only its attempts are reset.
+	t.Run("RetryAvailable", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(50 * time.Millisecond)
+		f.recover(batondriver.JobFetchParams{Max: 0, LeaseTTL: 10 * time.Second})
+		require.Equal(t, batondriver.JobStateAvailable, f.get(r.ID).State)
+		require.Equal(t, 1, f.get(r.ID).Attempt, "the expired attempt counts")
+		x := f.insertOne(newJob())
+		g, err := f.retry(r.ID)
+		require.NoError(t, err)
+		require.Equal(t, batondriver.JobStateAvailable, g.State)
+		require.Zero(t, g.Attempt)
+		require.Zero(t, f.get(r.ID).Attempt)
+		rs := f.fetch(10).Jobs
+		require.Equal(t, []string{r.ID, x.ID}, ids(rs), "the retried job kept its place")
+		require.Equal(t, 1, rs[0].Attempt)
+	})
+
 	t.Run("RetryRejected", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		f.insert(newJob(), newJob())

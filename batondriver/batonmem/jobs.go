@@ -909,6 +909,7 @@ func (d *Driver) JobRetry(_ context.Context, p *batondriver.JobGetParams) (*bato
 	case batondriver.JobStateCompleted:
 		return nil, badParams("job %q completed: only dead, cancelled, dropped and scheduled jobs can be retried", p.ID)
 	case batondriver.JobStateAvailable:
+		j.row.Attempt = 0 // it keeps its place
 	default:
 		q.remove(j)
 		j.row.Attempt = 0
