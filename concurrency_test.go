@@ -1,9 +1,11 @@
 package baton_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,21 +238,27 @@ func TestUniqueInsert(t *testing.T) {
 // TestKeysServedFairly: one key with 10,000 parked jobs cannot delay 100
 // small keys of 10 jobs each; every key has at most its limit in line, so
 // they take turns.
+//
+// Turns are taken when jobs are leased, which the fences order: they come
+// from one counter per queue. The order in which the handlers then begin is
+// the Go scheduler's: on a CPU-starved machine a chain of finishes and
+// starts can run ahead of goroutines already started (seen: the last few
+// dozen small jobs, leased in their turn, began after hundreds of big ones).
 func TestKeysServedFairly(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		var mu sync.Mutex
-		bigDone, smallDone := 0, 0
-		bigAtSmallEnd := -1 // big jobs done when the last small one was
+		type lease struct {
+			big   bool
+			fence int64
+		}
+		var leases []lease
 		gate := make(chan struct{})
 		c := keyedClient(t, byCustomer(2), nil, func(ctx context.Context, job *baton.Job[webhookArgs]) error {
 			<-gate
 			mu.Lock()
-			defer mu.Unlock()
-			if job.Args.Customer == "big" {
-				bigDone++
-			} else if smallDone++; smallDone == 1000 {
-				bigAtSmallEnd = bigDone
-			}
+			leases = append(leases, lease{job.Args.Customer == "big", job.Fence})
+			mu.Unlock()
+			time.Sleep(time.Millisecond) // some work, as a job has
 			return nil
 		})
 		big := make([]*baton.InsertManyParams, 10_000)
@@ -269,21 +277,42 @@ func TestKeysServedFairly(t *testing.T) {
 		require.NoError(t, err)
 		close(gate) // every job is queued: start
 
-		require.Eventually(t, func() bool {
+		// Every small job, and every job leased before the last of them.
+		bigBefore := func() int {
 			mu.Lock()
 			defer mu.Unlock()
+			slices.SortFunc(leases, func(a, b lease) int { return cmp.Compare(a.fence, b.fence) })
+			bigs, smalls := 0, 0
+			for _, l := range leases {
+				if !l.big {
+					if smalls++; smalls == 1000 {
+						return bigs
+					}
+				} else {
+					bigs++
+				}
+			}
+			return -1
+		}
+		var bigAtSmallEnd int
+		require.Eventually(t, func() bool {
+			bigAtSmallEnd = bigBefore()
 			return bigAtSmallEnd >= 0
 		}, 30*time.Second, 5*time.Millisecond)
-		t.Logf("all 1,000 small jobs done while the big key had done %d of 10,000", bigAtSmallEnd)
-		// Strict turns would give the big key 2 jobs per round of 202, about 10
-		// in all; the runner fetches ahead of recording outcomes, which on the
-		// very fast memory backend lets the big key take some turns the small
-		// keys' promotions had not reached yet (about 200 seen).
-		require.Less(t, bigAtSmallEnd, 1_000, "the big key must take its turn, not go first")
 		keys, total, err := c.KeyList(t.Context(), "default", &baton.KeyListOpts{Limit: 5})
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, total, 1)
 		require.Equal(t, "customer:big", keys[0].Key, "the most parked key is listed first")
+		// Big jobs leased before the last small one whose handlers had not
+		// begun yet: give them time, or the count is low (never high).
+		time.Sleep(500 * time.Millisecond)
+		bigAtSmallEnd = bigBefore()
+		t.Logf("all 1,000 small jobs leased while the big key had %d of 10,000 leased", bigAtSmallEnd)
+		// Strict turns give the big key 2 jobs per round of 202, about 10 in
+		// all; the finishes lease in batches, which lets the big key's
+		// promoted jobs come before small keys' promotions still in flight
+		// (10 to 12 seen, also with both cores busy with other work).
+		require.Less(t, bigAtSmallEnd, 50, "the big key must take its turn, not go first")
 	})
 }
 
