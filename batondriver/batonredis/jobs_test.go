@@ -544,7 +544,8 @@ func TestJobKeysOneSlot(t *testing.T) {
 
 // Nothing grows without bound: once every job of a queue is done, only its
 // meta hash and its entry in the queue set remain — nothing of the
-// concurrency keys its jobs had, nor of a limit override once reset.
+// concurrency keys its jobs had, nor of a limit override once reset, nor
+// of their unique keys' claims.
 func TestJobCleanup(t *testing.T) {
 	t.Parallel()
 	for _, retention := range []time.Duration{0, time.Millisecond} {
@@ -559,6 +560,11 @@ func TestJobCleanup(t *testing.T) {
 				if i%2 == 0 { // 7 keys of limit 2: most of their jobs park
 					jobs[i].Key, jobs[i].Limit = fmt.Sprintf("c%d", i%7), 2
 				}
+				if i%3 == 0 { // claims of every scope, released or lapsed
+					scopes := []batondriver.UniqueScope{batondriver.UniqueQueued, batondriver.UniqueRunning,
+						batondriver.UniqueUntilDone, batondriver.UniquePeriod}
+					jobs[i].Unique = &batondriver.JobUnique{Key: fmt.Sprintf("u%d", i), Scope: scopes[i/3%4], Period: time.Millisecond}
+				}
 			}
 			_, err := d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "c1", Limit: 3})
 			require.NoError(t, err)
@@ -570,11 +576,15 @@ func TestJobCleanup(t *testing.T) {
 				fin := make([]*batondriver.JobFinish, len(res.Jobs))
 				for i, j := range res.Jobs {
 					fin[i] = &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: j.ID, Lease: j.Lease}, Outcome: batondriver.JobOutcomeCompleted}
+					if j.Attempt == 1 { // a first attempt fails: retried at once
+						fin[i].Outcome, fin[i].Error = batondriver.JobOutcomeRetry, "x"
+						continue
+					}
+					done++
 				}
 				out, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Retention: retention, Finished: fin})
 				require.NoError(t, err)
 				require.Empty(t, out.Stale)
-				done += len(res.Jobs)
 			}
 			// Sweep: each fetch deletes at most 100 completed jobs past their
 			// retention.

@@ -89,10 +89,9 @@ if #expired > 0 then
       local attempt = tonumber(v[1])
       local errors = add_error({errors = v[4]}, attempt, now, 'lease expired')
       release(avail, id, v[5])
-      if v[8] == 'running' then unclaim(v[7], id) end
+      if v[8] == 'running' or attempt >= tonumber(v[2]) then unclaim(v[7], id) end
       local t = {'errors', errors, 'lease', '', 'lease_until', ''}
       if attempt >= tonumber(v[2]) then
-        unclaim(v[7], id)
         put(t, 'state', 'dead', 'finished', snow)
         dead[#dead + 1] = now
         dead[#dead + 1] = id

@@ -91,18 +91,20 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     local attempt = tonumber(v[4])
     local u, scope = v[10], v[11]
     release(avail, id, v[8])
-    if scope == 'running' then unclaim(u, id) end
+    -- The job leaves running: a claim while running ends, and one held
+    -- until done ends if this outcome ends the job.
+    local ends = not (outcome == 'snooze' or outcome == 'again'
+      or (outcome == 'retry' and attempt < tonumber(v[5])))
+    if ends or scope == 'running' then unclaim(u, id) end
     local j = {}
     j[FI.prio], j[FI.key], j[FI.limit] = v[6], v[8], v[9]
     local t = {'lease', '', 'lease_until', ''}
     local errors = function() return add_error({errors = v[7]}, attempt, now, msg) end
     if outcome == 'completed' then
-      unclaim(u, id)
       complete(key, id, t)
     elseif outcome == 'retry' then
       put(t, 'errors', errors())
       if attempt >= tonumber(v[5]) then
-        unclaim(u, id)
         finish(key, id, 'dead', dead, t)
       else
         again(key, id, j, run_at, t)
@@ -121,11 +123,9 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
         again(key, id, j, run_at, t)
       end
     elseif outcome == 'cancel' then
-      unclaim(u, id)
       put(t, 'errors', errors())
       finish(key, id, 'cancelled', cancelled, t)
     else -- dead
-      unclaim(u, id)
       put(t, 'errors', errors())
       finish(key, id, 'dead', dead, t)
     end
