@@ -525,9 +525,7 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 		case admitted:
 			made++
 		case refused: // its insert succeeded: dropped, not rejected
-			k := q.key(j.row.Key) // forgotten if idle (a default limit of 0)
-			q.drop(j, k, now)
-			q.index(k)
+			q.drop(j, q.keys[j.row.Key], now)
 		}
 	}
 	running := q.states[batondriver.JobStateRunning]

@@ -48,8 +48,8 @@ func (k *jobKey) active() bool {
 	return len(k.holders) > 0 || k.parked.Len() > 0 || k.hasLimit
 }
 
-// key returns the queue's key name, creating it. A caller that changes it
-// ends with q.index.
+// key returns the queue's key name, creating it. A caller that may leave
+// it idle ends with q.forgetIfIdle.
 func (q *queueState) key(name string) *jobKey {
 	k := q.keys[name]
 	if k == nil {
@@ -59,9 +59,11 @@ func (q *queueState) key(name string) *jobKey {
 	return k
 }
 
-// index forgets k if it is idle. Every change of k's holders, parked jobs
-// or override ends with it.
-func (q *queueState) index(k *jobKey) {
+// forgetIfIdle forgets k if it is idle. Every change that can take away
+// k's last holder, parked job or override ends with it. (admit needs none:
+// it leaves k holding or parking j, or finds k busy — a job's own limit is
+// at least 1, so busy means holders, parked jobs or an override.)
+func (q *queueState) forgetIfIdle(k *jobKey) {
 	if !k.active() {
 		delete(q.keys, k.name)
 		k.dlimit = -1 // as KeyInfo reports a forgotten key's default
@@ -93,7 +95,6 @@ func (q *queueState) admit(j *job, now time.Time, first bool) admission {
 		k.dlimit = j.row.Limit
 		j.row.OnBusy = batondriver.OnBusyWait
 		q.hold(k, j)
-		q.index(k)
 		return admitted
 	}
 	policy := batondriver.OnBusyWait
@@ -103,21 +104,17 @@ func (q *queueState) admit(j *job, now time.Time, first bool) admission {
 	switch policy {
 	case batondriver.OnBusyDrop:
 		q.drop(j, k, now)
-		q.index(k) // a key of default limit 0 was made just now
 		return dropped
 	case batondriver.OnBusyReschedule:
 		j.row.RunAt = now.Add(j.busyDelay)
 		q.add(j, batondriver.JobStateScheduled)
-		q.index(k)
 		return rescheduled
 	case batondriver.OnBusyFail:
-		q.index(k)
 		return refused
 	}
 	k.dlimit = j.row.Limit
 	j.row.OnBusy = batondriver.OnBusyWait
 	q.park(k, j, now, false)
-	q.index(k)
 	return parked
 }
 
@@ -173,7 +170,7 @@ func (q *queueState) promote(k *jobKey) int {
 		q.hold(k, j)
 		n++
 	}
-	q.index(k)
+	q.forgetIfIdle(k)
 	return n
 }
 
@@ -368,7 +365,7 @@ func (d *Driver) KeySetLimit(_ context.Context, p *batondriver.KeySetLimitParams
 		k.override = 0
 	}
 	q.demote(k, now)
-	q.wake(q.promote(k)) // promote also indexes k
+	q.wake(q.promote(k)) // promote also forgets k if idle
 	return k.info(p.Queue, true), nil
 }
 
