@@ -422,7 +422,8 @@ func TestKeyOptionsChecked(t *testing.T) {
 	t.Parallel()
 	fn := baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error { return nil })
 	for want, opts := range map[string]*baton.WorkerOpts{
-		"Concurrency.Limit -1 is negative":       {Concurrency: &baton.ConcurrencyOpts{Limit: -1}},
+		"Concurrency.Limit -1 is out of range":   {Concurrency: &baton.ConcurrencyOpts{Limit: -1}},
+		"Concurrency.Limit 2147483648 is out of": {Concurrency: &baton.ConcurrencyOpts{Limit: baton.MaxKeyLimit + 1}},
 		`unknown OnBusy policy "bogus"`:          {Concurrency: &baton.ConcurrencyOpts{OnBusy: "bogus"}},
 		"OnBusyReschedule needs BusyDelay":       {Concurrency: &baton.ConcurrencyOpts{OnBusy: baton.OnBusyReschedule}},
 		`unknown unique scope "bogus"`:           {Unique: &baton.UniqueOpts{Scope: "bogus"}},

@@ -122,8 +122,8 @@ func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts)
 func checkKeyOpts(c *ConcurrencyOpts, u *UniqueOpts) error {
 	ins := &batondriver.JobInsert{}
 	if c != nil {
-		if c.Limit < 0 {
-			return fmt.Errorf("Concurrency.Limit %d is negative", c.Limit)
+		if c.Limit < 0 || c.Limit > MaxKeyLimit {
+			return fmt.Errorf("Concurrency.Limit %d is out of range: 0 (the default, 1) to MaxKeyLimit (%d)", c.Limit, MaxKeyLimit)
 		}
 		if c.OnBusy == OnBusyReschedule && c.BusyDelay == nil {
 			return fmt.Errorf("Concurrency: OnBusyReschedule needs BusyDelay")
