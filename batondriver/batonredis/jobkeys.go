@@ -17,7 +17,7 @@ import (
 //	P:queue:{Q}:completed          sorted set: ID, score = when to delete it (server ms)
 //	P:queue:{Q}:dead               sorted set: ID, score = finished (server ms)
 //	P:queue:{Q}:cancelled          sorted set: ID, score = finished (server ms)
-//	P:queue:{Q}:meta               hash: seq (last arrival number), paused, dropped, schedules' ticks (kept forever)
+//	P:queue:{Q}:meta               hash: seq (last arrival number), paused, dropped, schedules' ticks, fence (kept forever)
 //	P:queue:{Q}:wake               list: wake tokens for JobWait (at most 1000)
 //	P:queue:{Q}:keys               sorted set: active concurrency keys, score = -(parked count)
 //	P:queue:{Q}:parked             sorted set: parked job IDs, score = parked at (server ms)
@@ -26,7 +26,7 @@ import (
 //	P:queue:{Q}:unique_periods     sorted set: unique keys with period claims, score = expiry (server ms)
 //	P:queue:{Q}:key:K:h            set: holders of concurrency key K (available and running job IDs)
 //	P:queue:{Q}:key:K:p            list: parked job IDs of K, head first
-//	P:queue:{Q}:key:K:m            hash: def (default limit), limit (override), fence (kept forever)
+//	P:queue:{Q}:key:K:m            hash: def (default limit), limit (override), mixed (deleted when K goes idle)
 //	P:queue:{Q}:schedules          hash: registered recurring schedule name -> JSON record (schedules.go)
 //	P:queues                       set: every queue name ever inserted into (kept forever)
 //

@@ -566,10 +566,13 @@ func TestJobCleanup(t *testing.T) {
 					jobs[i].Unique = &batondriver.JobUnique{Key: fmt.Sprintf("u%d", i), Scope: scopes[i/3%4], Period: time.Millisecond}
 				}
 			}
-			_, err := d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "c1", Limit: 3})
+			// The meta hash an older version kept for good, with its fence.
+			legacy := d.prefix + ":queue:{" + q + "}:key:c0:m"
+			require.NoError(t, client.Do(ctx, client.B().Hset().Key(legacy).FieldValue().FieldValue("fence", "1").Build()).Error())
+			_, err := d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "c0", Limit: 3})
 			require.NoError(t, err)
 			insertJobs(t, d, q, jobs...)
-			_, err = d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "c1", Reset: true})
+			_, err = d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "c0", Reset: true})
 			require.NoError(t, err)
 			for done := 0; done < n; {
 				res := fetchJobs(t, d, q, 64, time.Minute)
