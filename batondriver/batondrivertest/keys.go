@@ -53,6 +53,10 @@ func runAtTime(at time.Time) func(j *batondriver.JobInsert) {
 	return func(j *batondriver.JobInsert) { j.RunAt = at }
 }
 
+func prio(p int) func(j *batondriver.JobInsert) {
+	return func(j *batondriver.JobInsert) { j.Priority = p }
+}
+
 func attempts(n int) func(j *batondriver.JobInsert) {
 	return func(j *batondriver.JobInsert) { j.MaxAttempts = n }
 }
@@ -638,6 +642,42 @@ func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 				require.Zero(t, g.Attempt)
 			}
 			require.Equal(t, []string{b.ID}, ids(f.fetch(10).Jobs))
+		})
+	}
+
+	// A finish that leases for its caller (handoff) takes the jobs it
+	// promoted in fetch order among those already available: by priority,
+	// and after the available ones of the same priority, which arrived
+	// first. Those it does not take wait in that order.
+	for _, max := range []int{1, 2, 3, 5} {
+		t.Run(fmt.Sprintf("FinishFetchTakesPromotedInOrderMax%d", max), func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			h1 := f.hold(k, 2, 10*time.Second, prio(5))
+			h2 := f.hold(k, 2, 10*time.Second, prio(5))
+			p1 := f.insertIn(parked, keyJob(k, 2, prio(0)))
+			p2 := f.insertIn(parked, keyJob(k, 2, prio(9)))
+			x := f.insertIn(available, withJob(prio(4)))
+			y := f.insertIn(available, withJob(prio(4)))
+			res, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Retention: time.Hour,
+				Finished: []*batondriver.JobFinish{outcome(h1, batondriver.JobOutcomeCompleted, "", time.Time{}),
+					outcome(h2, batondriver.JobOutcomeCompleted, "", time.Time{})},
+				Fetch: &batondriver.JobFinishFetch{Max: max, LeaseTTL: time.Minute}})
+			require.NoError(t, err)
+			require.Empty(t, res.Stale)
+			order := []string{p1.ID, x.ID, y.ID, p2.ID}
+			n := min(max, len(order))
+			require.Equal(t, order[:n], ids(res.Jobs), "leased in fetch order")
+			for _, r := range res.Jobs {
+				require.Equal(t, running, f.get(r.ID).State)
+			}
+			require.Equal(t, order[n:], ids(f.list(available, 10, 0).Jobs), "the rest available in fetch order")
+			run := 1 // p1, the most urgent
+			if n == len(order) {
+				run++ // and p2, the least
+			}
+			f.requireKey(k, []string{p1.ID, p2.ID}, run, 0)
+			require.Equal(t, order[n:], ids(f.fetch(10).Jobs))
 		})
 	}
 

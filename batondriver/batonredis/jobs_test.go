@@ -697,6 +697,38 @@ func BenchmarkJobServerTime(b *testing.B) {
 			})
 		})
 	}
+
+	// The one-key handoff: n jobs on one key of limit 1, the holder's finish
+	// freeing the slot, promoting the next parked job and leasing it to the
+	// caller in the same call (the path of a single-queue client's worker).
+	b.Run("handoff", func(b *testing.B) {
+		q := "bench" + randomHex(4)
+		n := b.N + 1
+		for i := 0; i < n; i += 1000 {
+			jobs := make([]*batondriver.JobInsert, min(1000, n-i))
+			for k := range jobs {
+				jobs[k] = &batondriver.JobInsert{Kind: "k", Args: []byte(`{"n":12345,"s":"hello"}`), Priority: 1, MaxAttempts: 3,
+					Key: "customer:1", Limit: 1, OnBusy: batondriver.OnBusyWait}
+			}
+			_, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: q, Jobs: jobs})
+			require.NoError(b, err)
+		}
+		res, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+		require.NoError(b, err)
+		require.Len(b, res.Jobs, 1)
+		row := res.Jobs[0]
+		require.NoError(b, client.Do(ctx, client.B().ConfigResetstat().Build()).Error())
+		b.ResetTimer()
+		for range b.N {
+			fin := []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: row.ID, Lease: row.Lease}, Outcome: batondriver.JobOutcomeCompleted}}
+			res, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Finished: fin, Retention: 24 * time.Hour,
+				Fetch: &batondriver.JobFinishFetch{Max: 1, LeaseTTL: time.Minute}})
+			require.NoError(b, err)
+			require.Len(b, res.Jobs, 1)
+			row = res.Jobs[0]
+		}
+		b.ReportMetric(usec()/float64(b.N), "handoff-µs/job")
+	})
 }
 
 // The wake list stays bounded while nobody pops it: past 1000 tokens it is

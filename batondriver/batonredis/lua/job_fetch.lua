@@ -112,7 +112,6 @@ if #expired > 0 then
   zadd(D, dead)
   if #sched > 0 then s_changed = true end
 end
-local made = flush_available(avail)
 
 -- 3. Completed jobs past their retention, then the dead set's.
 local function sweep(set, upto)
@@ -151,11 +150,12 @@ end
 
 local mv = redis.call('HMGET', M, 'paused', 'fence')
 if mv[1] == '1' then
+  flush_available(avail)
   return {now, 1, #expired, next_run_at, 0}
 end
 
 local out = {now, 0, #expired, next_run_at, 0}
-local n, left = lease(out, max, ttl, ARGV[4], now, tonumber(mv[2]) or 0)
+local n, left, made = lease(out, max, ttl, ARGV[4], now, tonumber(mv[2]) or 0, avail)
 if n < max then
   redis.call('DEL', W)
 else

@@ -140,16 +140,15 @@ zadd(C, completed)
 zadd(S, sched)
 zadd(D, dead)
 zadd(X, cancelled)
-local made = flush_available(avail)
 local out = {#stale}
 for i = 1, #stale do out[#out + 1] = stale[i] end
 local max = tonumber(ARGV[2])
 local mv = {}
 if max > 0 then mv = redis.call('HMGET', M, 'paused', 'fence') end
 if max == 0 or mv[1] == '1' then
-  wake(made)
+  wake(flush_available(avail))
   return out
 end
-local n, left = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, tonumber(mv[2]) or 0)
+local n, left, made = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, tonumber(mv[2]) or 0, avail)
 if n == max and made > 0 then wake(math.min(made, left)) end
 return out

@@ -188,11 +188,17 @@ end
 
 -- Jobs made available by one script: make_available collects them, and
 -- flush_available gives them arrival numbers in collection order, adds them
--- to A and returns how many it added. The batch also collects the jobs
--- that left a key's parked list (promoted or gone), which flush_available
--- takes out of PK.
+-- to A and returns how many it added. A script that leases afterwards
+-- passes the batch to lease instead, which may lease some of its jobs
+-- straight away, in the order A would have given them, and flushes the
+-- rest: a job leased so skips its arrival number and A altogether. The
+-- batch also collects the jobs that left a key's parked list (promoted or
+-- gone), which flush_available takes out of PK, and the promoted jobs whose
+-- state is still "parked" in their hash: flush_available writes "available"
+-- into those it adds to A, and lease writes "running" into those it leases,
+-- so that a promoted job is written once.
 local function new_batch()
-  return {unparked = {}}
+  return {unparked = {}, unwritten = {}}
 end
 
 local function make_available(batch, id, prio)
@@ -200,15 +206,28 @@ local function make_available(batch, id, prio)
   batch[#batch + 1] = id
 end
 
-local function flush_available(batch)
+-- Flush the batch's jobs but those whose index (1-based, in collection
+-- order) is in taken, a set, or nil for none.
+local function flush_available(batch, taken)
   if #batch.unparked > 0 then chunked('ZREM', PK, batch.unparked) end
-  local n = #batch / 2
+  local add = batch
+  if taken and next(taken) then
+    add = {}
+    for i = 1, #batch / 2 do
+      if not taken[i] then
+        add[#add + 1] = batch[2 * i - 1]
+        add[#add + 1] = batch[2 * i]
+      end
+    end
+  end
+  local n = #add / 2
   if n == 0 then return 0 end
   local seq = next_seqs(n) - 1
   for i = 1, n do
-    batch[2 * i - 1] = batch[2 * i - 1] * SPAN + seq + i
+    add[2 * i - 1] = add[2 * i - 1] * SPAN + seq + i
+    if batch.unwritten[add[2 * i]] then redis.call('HSET', J .. add[2 * i], 'state', 'available') end
   end
-  zadd(A, batch)
+  zadd(A, add)
   return n
 end
 
@@ -327,7 +346,7 @@ local function promote(batch, k)
   local function take(id)
     local v = redis.call('HMGET', J .. id, 'prio', 'state')
     if v[2] == 'parked' then
-      redis.call('HSET', J .. id, 'state', 'available')
+      batch.unwritten[id] = true
       make_available(batch, id, v[1])
       promoted[#promoted + 1] = id
       nh = nh + 1
@@ -464,8 +483,15 @@ end
 -- lease, lasting ttl ms from now, its attempt counted, and, if keyed, the
 -- queue's next fencing token; a job unique while running claims its unique
 -- key, one unique while queued gives it up. Appends each job's ID and
--- fields to out. Returns how many jobs were taken and, if that is max, how
--- many are left available (else 0).
+-- fields to out.
+--
+-- The jobs this script made available, in batch, come after those already
+-- in A in fetch order (they arrive later), so A's head is popped first and
+-- merged with them by priority; a job of the batch leased here never enters
+-- A, and the rest of the batch is flushed to A (a job of A popped but not
+-- taken, because the batch had more urgent ones, goes back with its score).
+-- Returns how many jobs were taken; if that is max, how many are left
+-- available (else 0); and how many of the batch were flushed to A.
 --
 -- Fencing tokens are the queue's, not each key's, so that an idle key
 -- keeps nothing: each is one more than the queue's last (last, M's fence,
@@ -475,21 +501,51 @@ end
 -- provided the server clock did not go back and the queue leased fewer than
 -- 1024 keyed jobs a millisecond. Strictly rising per queue, they rise per
 -- key. (Exact in a Lua number, a double, until the year 2248.)
-local function lease(out, max, ttl, leases, now, last)
+local function lease(out, max, ttl, leases, now, last, batch)
   local popped = redis.call('ZPOPMIN', A, max)
+  local np, nb = #popped / 2, #batch / 2
+  -- The batch in fetch order: by priority, then as collected.
+  local order = {}
+  for i = 1, nb do order[i] = i end
+  if nb > 1 then
+    table.sort(order, function(x, y)
+      if batch[2 * x - 1] ~= batch[2 * y - 1] then return batch[2 * x - 1] < batch[2 * y - 1] end
+      return x < y
+    end)
+  end
+  -- Merge: a popped job goes first unless a batch job is more urgent.
+  local ids, taken, pi, bi = {}, {}, 1, 1
+  while #ids < max and (pi <= np or bi <= nb) do
+    if bi > nb or (pi <= np and math.floor(tonumber(popped[2 * pi]) / SPAN) <= batch[2 * order[bi] - 1]) then
+      ids[#ids + 1] = popped[2 * pi - 1]
+      pi = pi + 1
+    else
+      ids[#ids + 1] = batch[2 * order[bi]]
+      taken[order[bi]] = true
+      bi = bi + 1
+    end
+  end
+  if pi <= np then
+    local back = {}
+    for i = pi, np do
+      back[#back + 1] = popped[2 * i]
+      back[#back + 1] = popped[2 * i - 1]
+    end
+    zadd(A, back)
+  end
+  local made = flush_available(batch, taken)
+
   local running = {}
   local fence = math.max(last, now * 1024 - 1)
   local fenced = false
   local snow = int(now)
   local until_ = now + ttl
   local suntil = int(until_)
-  for i = 1, #popped, 2 do
-    local id = popped[i]
+  for k, id in ipairs(ids) do
     local key = J .. id
     local v = load_job(key)
     if v then
-      local k = (i - 1) / 2 -- 0-based: popped holds IDs and scores
-      local attempt, l = int(tonumber(v[FI.attempt]) + 1), string.sub(leases, k * LEASE_LEN + 1, (k + 1) * LEASE_LEN)
+      local attempt, l = int(tonumber(v[FI.attempt]) + 1), string.sub(leases, (k - 1) * LEASE_LEN + 1, k * LEASE_LEN)
       local t = {'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l, 'lease_until', suntil}
       if v[FI.key] and v[FI.key] ~= '' then
         fence, fenced = fence + 1, true
@@ -508,7 +564,14 @@ local function lease(out, max, ttl, leases, now, last)
   end
   zadd(R, running)
   if fenced then redis.call('HSET', M, 'fence', int(fence)) end
-  local n, left = #popped / 2, 0
-  if n == max then left = redis.call('ZCARD', A) end
-  return n, left
+  -- Left available: A had more than it gave only if the pop was full.
+  local n, left = #ids, 0
+  if n == max then
+    if np == max then
+      left = redis.call('ZCARD', A)
+    else
+      left = np - pi + 1 + made
+    end
+  end
+  return n, left, made
 end
