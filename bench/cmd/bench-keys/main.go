@@ -13,7 +13,9 @@
 //     Baton (ConcurrencyOpts Limit 1, OnBusyWait) beside asynq with a
 //     bsm/redislock lock that polls every 10 ms inside the handler, and
 //     asynq whose handler returns an error when the lock is taken (retried
-//     100 ms later; and with asynq's defaults, cut off at -default-cap);
+//     100 ms later; and with asynq's defaults, cut off at -default-cap).
+//     Each job's 1 ms is a spin on the clock; one more Baton row runs
+//     time.Sleep(1ms) sections instead, as earlier published runs did;
 //  2. parked: Redis commands per completed job with 100, 10,000 and
 //     100,000 jobs parked on one key of limit 1;
 //  3. promotion: from a holder's handler return to the start of the next
@@ -45,7 +47,7 @@ import (
 // plan holds the sizes and durations of one run.
 type plan struct {
 	oneJobs    int           // jobs of part 1
-	oneWork    time.Duration // what each job of part 1 sleeps
+	oneWork    time.Duration // each job's critical section in part 1
 	oneWorkers int           // worker pool of part 1
 	oneLimit   time.Duration // longest a part 1 row may take (but the capped one)
 	oneRounds  int           // rounds of part 1's rows (but the capped one, run once)
