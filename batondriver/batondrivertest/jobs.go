@@ -296,6 +296,33 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.counts(0, 1, 0, 0, 0, 0)
 	})
 
+	// Tags and metadata are each stored when given and absent when not, in
+	// every combination, for jobs available and scheduled alike.
+	t.Run("InsertTagsAndMetadataApart", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		later := time.Now().Add(time.Hour)
+		var jobs []*batondriver.JobInsert
+		for _, at := range []time.Time{{}, later} {
+			for _, tags := range [][]string{nil, {"t"}} {
+				for _, meta := range [][]byte{nil, []byte(`{"m":1}`)} {
+					jobs = append(jobs, withJob(func(j *batondriver.JobInsert) { j.RunAt, j.Tags, j.Metadata = at, tags, meta }))
+				}
+			}
+		}
+		rows := f.insert(jobs...)
+		for i, in := range jobs {
+			g := f.get(rows[i].ID)
+			require.Equal(t, in.Tags, g.Tags, "job %d", i)
+			require.Equal(t, string(in.Metadata), string(g.Metadata), "job %d", i)
+			want := batondriver.JobStateAvailable
+			if !in.RunAt.IsZero() {
+				want = batondriver.JobStateScheduled
+			}
+			require.Equal(t, want, g.State, "job %d", i)
+		}
+		f.counts(4, 4, 0, 0, 0, 0)
+	})
+
 	t.Run("InsertOncePerTick", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		tick := time.Now().Truncate(time.Second).Add(time.Hour)

@@ -34,6 +34,14 @@ if #ARGV > njobs * PER_JOB then
   redis.call('HSET', M, field, ARGV[njobs * PER_JOB + 2])
 end
 local snow = int(now)
+-- Store the job of ARGV offset a at key, with neither key nor unique key,
+-- in state with run_at at, and the fields in ... (tags and metadata, when
+-- given). Its fields go to HSET directly, without a table and unpack: for
+-- the most common job those cost more than the command.
+local function store_plain(key, a, state, at, ...)
+  redis.call('HSET', key, 'kind', ARGV[a + 2], 'args', ARGV[a + 3], 'prio', ARGV[a + 4],
+    'attempt', '0', 'max', ARGV[a + 5], 'created', snow, 'state', state, 'run_at', at, ...)
+end
 local out, rows = {now}, {}
 local sched, avail = {}, new_batch()
 for i = FIRST_JOB_KEY, #KEYS do
@@ -65,12 +73,34 @@ for i = FIRST_JOB_KEY, #KEYS do
       rows[#rows + 1] = tv or false
     end
   end
-  if not code then
+  local k = ARGV[a + 9]
+  if u == '' and k == '' then
+    -- Neither key nor unique key (most jobs): nothing to admit or claim.
+    local state, at = 'available', snow
+    if run_at > now then
+      state, at = 'scheduled', ARGV[a + 8]
+      sched[#sched + 1] = run_at
+      sched[#sched + 1] = id
+      code = SCHEDULED
+    else
+      make_available(avail, id, ARGV[a + 4])
+      code = AVAILABLE
+    end
+    local tags, meta = ARGV[a + 6], ARGV[a + 7]
+    if tags ~= '' and meta ~= '' then
+      store_plain(KEYS[i], a, state, at, 'tags', tags, 'meta', meta)
+    elseif tags ~= '' then
+      store_plain(KEYS[i], a, state, at, 'tags', tags)
+    elseif meta ~= '' then
+      store_plain(KEYS[i], a, state, at, 'meta', meta)
+    else
+      store_plain(KEYS[i], a, state, at)
+    end
+  elseif not code then
     local t = {'kind', ARGV[a + 2], 'args', ARGV[a + 3], 'prio', ARGV[a + 4],
       'attempt', '0', 'max', ARGV[a + 5], 'created', snow}
     if ARGV[a + 6] ~= '' then put(t, 'tags', ARGV[a + 6]) end
     if ARGV[a + 7] ~= '' then put(t, 'meta', ARGV[a + 7]) end
-    local k = ARGV[a + 9]
     if k ~= '' then
       put(t, 'key', k, 'limit', ARGV[a + 10], 'onbusy', ARGV[a + 11])
       if ARGV[a + 11] == 'reschedule' then put(t, 'delay', ARGV[a + 12]) end
