@@ -300,6 +300,13 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 		for _, row := range res.Jobs {
 			r.start(queue, row, sent, false)
 		}
+		if res.More && !upkeep {
+			// The queue has more jobs than it was asked for: a worker
+			// freed meanwhile goes to it in the next round, not to the
+			// queues after it (StrictPriority; a weighted order is drawn
+			// again).
+			return next, more, false
+		}
 	}
 	return next, more, false
 }
