@@ -208,11 +208,14 @@ type LockInspectParams struct {
 // LockInspectResult is the result of LockInspect.
 type LockInspectResult struct {
 	// Limit is the effective limit: the override if set, else the default
-	// last given by an acquirer, else 0 for a key never used.
+	// last given by an acquirer, else 0 for a key never used. A backend
+	// may forget an idle key without an override (at once, or after an
+	// idle TTL): then it is 0 again, and so is LastFence.
 	Limit int
 	// Override reports whether Limit comes from LockSetLimit.
 	Override bool
-	// LastFence is the last fencing token issued for the key.
+	// LastFence is the last fencing token issued for the key (0 once the
+	// key is forgotten; the next grant's fence is higher all the same).
 	LastFence uint64
 	Holders   []LockHolder
 	// Waiters are in grant order. A driver may list only the first ones.

@@ -13,8 +13,10 @@
 //     atomic step and wakes only that waiter: waiting costs no polling.
 //   - Only the holder's 128-bit random token can extend or release a lease.
 //   - Every grant carries a fencing token, strictly increasing per key
-//     forever. The backend keeps one small counter per key ever locked so
-//     that fences never repeat (on Redis, a hash of about 100 bytes).
+//     forever. An idle key keeps nothing (on Redis, after an idle TTL of a
+//     minute by default): fences are floored by the backend's clock, so
+//     they keep rising without a counter kept per key ever locked. A limit
+//     override stays until it is reset.
 //   - Expiry is decided by the backend's clock; a holder's view of its lease
 //     (Until) is measured on its own monotonic clock from when it sent the
 //     request, less a margin, so the holder always gives up first.

@@ -267,10 +267,13 @@ type Waiter = batondriver.LockWaiter
 type Info struct {
 	Key string
 	// Limit is the key's number of slots: the stored limit if Override,
-	// else the last acquirer's Limit; 0 for a key never used.
+	// else the last acquirer's Limit; 0 for a key never used, or idle and
+	// forgotten (on Redis an idle TTL after its last use, by default a
+	// minute; in memory at once).
 	Limit    int
 	Override bool
-	// LastFence is the last fencing token issued for the key.
+	// LastFence is the last fencing token issued for the key; 0 once the
+	// key is forgotten (later fences are higher all the same).
 	LastFence uint64
 	// Holders are the unexpired holders by fence.
 	Holders []Holder

@@ -2,10 +2,10 @@
 // backend, for one process, with no server. It serves tests, demos and
 // programs that need Baton's locks and jobs only within themselves.
 //
-// Time is the process's monotonic clock. State lives until the Driver is
-// garbage: like the Redis backend it keeps, per lock key ever used, the last
-// fencing token and default limit (a few dozen bytes plus the key), so that
-// fences never repeat; everything else is removed when a key goes idle.
+// Time is the process's monotonic clock. A lock key that goes idle (no
+// holder, no waiter, no give-up mark) is forgotten at once unless it has a
+// limit override: its fences come from one counter per Driver, so they keep
+// rising across its idle spells, and nothing grows with the keys ever used.
 package batonmem
 
 import (
@@ -16,6 +16,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/batondriver"
@@ -25,6 +26,7 @@ import (
 // call New. It is safe for concurrent use.
 type Driver struct {
 	seed   maphash.Seed
+	fences atomic.Uint64         // the last fencing token given, on any key
 	shards [lockShards]lockShard // lock keys, spread by hash
 
 	jobs jobStore // jobs.go; guarded by its own mutex
@@ -37,7 +39,8 @@ const lockShards = 64
 // lockShard holds the state of the lock keys that hash to it.
 type lockShard struct {
 	mu        sync.Mutex
-	meta      map[string]*keyMeta   // forever, per key
+	fences    *atomic.Uint64        // the Driver's
+	meta      map[string]*keyMeta   // while a key is in use or has an override
 	locks     map[string]*lockState // while a key is in use
 	listeners map[listenerID]*listener
 }
@@ -54,6 +57,7 @@ func New() *Driver {
 	d := &Driver{seed: maphash.MakeSeed()}
 	for i := range d.shards {
 		d.shards[i] = lockShard{
+			fences:    &d.fences,
 			meta:      make(map[string]*keyMeta),
 			locks:     make(map[string]*lockState),
 			listeners: make(map[listenerID]*listener),
@@ -63,9 +67,16 @@ func New() *Driver {
 }
 
 type keyMeta struct {
-	fence    uint64
+	fence    uint64 // the key's last fencing token
 	dlimit   int
 	override *int
+}
+
+// nextFence gives the key the Driver's next fencing token. sh.mu must be
+// held.
+func (sh *lockShard) nextFence(m *keyMeta) uint64 {
+	m.fence = sh.fences.Add(1)
+	return m.fence
 }
 
 type lockState struct {
@@ -126,10 +137,14 @@ func (sh *lockShard) state(key string) (*keyMeta, *lockState) {
 	return m, s
 }
 
-// tidy forgets the key's transient state once it is idle. sh.mu must be held.
+// tidy forgets the key once it is idle, all but its override if it has
+// one. sh.mu must be held.
 func (sh *lockShard) tidy(key string, s *lockState) {
 	if len(s.holders) == 0 && s.waiters.Len() == 0 && len(s.gone) == 0 {
 		delete(sh.locks, key)
+		if m := sh.meta[key]; m != nil && m.override == nil {
+			delete(sh.meta, key)
+		}
 	}
 }
 
@@ -161,8 +176,7 @@ func (sh *lockShard) settle(key string, m *keyMeta, s *lockState, now time.Time)
 	for len(s.holders) < m.limit() && s.waiters.Len() > 0 {
 		w := s.waiters.Remove(s.waiters.Front()).(*waiter)
 		delete(s.byToken, w.token)
-		m.fence++
-		s.holders[w.token] = &holder{fence: m.fence, expires: now.Add(w.ttl)}
+		s.holders[w.token] = &holder{fence: sh.nextFence(m), expires: now.Add(w.ttl)}
 		if l := sh.listeners[listenerID{key, w.token}]; l != nil {
 			select {
 			case l.ch <- batondriver.LockNotice{Fence: m.fence, GrantedAt: now, TTL: w.ttl}:
@@ -227,8 +241,7 @@ func (d *Driver) LockAcquire(_ context.Context, p *batondriver.LockAcquireParams
 		}
 	}
 	if s.waiters.Len() == 0 && len(s.holders) < m.limit() {
-		m.fence++
-		s.holders[p.Token] = &holder{fence: m.fence, expires: now.Add(p.TTL)}
+		s.holders[p.Token] = &holder{fence: sh.nextFence(m), expires: now.Add(p.TTL)}
 		return &batondriver.LockAcquireResult{Granted: true, Fence: m.fence, TTL: p.TTL, Now: now}, nil
 	}
 	res := &batondriver.LockAcquireResult{NextExpiry: s.nextExpiry(now), Now: now}

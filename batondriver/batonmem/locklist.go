@@ -10,7 +10,7 @@ import (
 
 // LockList implements batondriver.LockDriver. The shards are its index: it
 // collects the keys in use from every shard, one shard locked at a time, so
-// a call costs O(keys ever locked); Total is exact and nothing is pruned.
+// a call costs O(keys in use or with an override); Total is exact.
 func (d *Driver) LockList(ctx context.Context, p *batondriver.LockListParams) (*batondriver.LockListResult, error) {
 	limit, err := batondriver.PageSize(p.Limit, p.Offset)
 	if err != nil {

@@ -82,8 +82,9 @@ func TestIdleKeyCleanup(t *testing.T) {
 	t.Parallel()
 
 	// A semaphore of 3 is filled, waited on, given up on and released:
-	// afterwards only the ":c" hash is left, with no expiry, once the mark
-	// of the waiter that gave up has expired after WaitTTL.
+	// afterwards only the ":c" hash is left, once the mark of the waiter
+	// that gave up has expired after WaitTTL, and it expires too, the idle
+	// TTL after the last lease it covered ("idle counters expire" below).
 	t.Run("released", func(t *testing.T) {
 		t.Parallel()
 		client, d, _ := cleanupSetup(t)
@@ -156,11 +157,17 @@ func TestIdleKeyCleanup(t *testing.T) {
 		}
 		cleanupWaitGone(t, client, 2*time.Second, x, i)
 		require.Equal(t, []string{c}, cleanupKeys(t, client, d))
-		require.EqualValues(t, -1, cleanupPTTL(t, client, c), "the counters are kept forever")
+		pttl := cleanupPTTL(t, client, c)
+		require.Positive(t, pttl, "the counters expire")
+		require.LessOrEqual(t, pttl, (5*time.Second + defaultLockIdleTTL).Milliseconds(), "a lease and the idle TTL")
 		fields, err := client.Do(ctx, client.B().Hgetall().Key(c).Build()).AsStrMap()
 		require.NoError(t, err)
 		lastFence := strconv.FormatUint(leases[len(leases)-1].Fence(), 10)
-		require.Equal(t, map[string]string{"fence": lastFence, "seq": "2", "dlimit": "3"}, fields)
+		require.Equal(t, lastFence, fields["fence"])
+		require.Equal(t, "3", fields["dlimit"])
+		require.NotEmpty(t, fields["seq"])
+		require.NotEmpty(t, fields["exp"])
+		require.Len(t, fields, 4)
 		// The idle key stays in the index of lock keys until a listing.
 		require.Equal(t, []string{key}, indexed(t, client, d))
 		list, err := d.LockList(ctx, &batondriver.LockListParams{})
@@ -183,6 +190,136 @@ func TestIdleKeyCleanup(t *testing.T) {
 			require.NoError(t, err)
 			t.Logf("idle key %q: MEMORY USAGE %d bytes (%s, name of %d bytes)", name, usage, enc, len(name))
 		}
+	})
+
+	// With nothing left to cover, ":c" goes the idle TTL after the last
+	// lease or place it covered: an idle key keeps nothing. Its fences and
+	// its waiters' order do not need it: both are floored by the server
+	// clock.
+	t.Run("idle counters expire", func(t *testing.T) {
+		t.Parallel()
+		client := newClient(t, redistest.SharedServer(t).Addr())
+		const idle = 200 * time.Millisecond
+		d, err := New(client, &Config{Prefix: "t" + randomHex(6), LockIdleTTL: idle})
+		require.NoError(t, err)
+		t.Cleanup(d.Close)
+		ctx := context.Background()
+		key := "idle-counters"
+		c := d.lockKeys(key).keys[4]
+		acquire := func(tok string, wait bool) *batondriver.LockAcquireResult {
+			t.Helper()
+			r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: tok, Limit: 1,
+				TTL: 300 * time.Millisecond, Wait: wait, WaitTTL: 300 * time.Millisecond})
+			require.NoError(t, err)
+			return r
+		}
+		release := func(tok string, fence uint64) {
+			t.Helper()
+			_, err := d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: tok, Fence: fence})
+			require.NoError(t, err)
+		}
+		first := acquire("a", false)
+		require.True(t, first.Granted)
+		release("a", first.Fence)
+		pttl := cleanupPTTL(t, client, c)
+		require.Greater(t, pttl, idle.Milliseconds(), "the lease it covered, and the idle TTL")
+		require.LessOrEqual(t, pttl, (300*time.Millisecond + idle).Milliseconds())
+		gone := cleanupWaitGone(t, client, 2*time.Second, c)
+		require.Empty(t, cleanupKeys(t, client, d), "an idle key keeps nothing")
+		t.Logf(":c gone %v after the release", time.Until(gone).Abs())
+
+		// Fences keep rising without it.
+		second := acquire("b", false)
+		require.True(t, second.Granted)
+		require.Greater(t, second.Fence, first.Fence)
+
+		// A waiter queued after ":c" went still goes behind one queued
+		// before: its arrival number is floored by the server clock.
+		// (Named so that a tie of arrival numbers would put the second
+		// first: the set orders equal scores by member.)
+		w1 := acquire("z-first", true)
+		require.Equal(t, 1, w1.Position)
+		// The hash is deleted here by hand, as its expiry would: that comes
+		// at least half the idle TTL after the last grant it covered, so
+		// the clock floor has passed every fence given (the same
+		// millisecond would repeat one).
+		time.Sleep(5 * time.Millisecond)
+		_, err = client.Do(ctx, client.B().Del().Key(c).Build()).AsInt64()
+		require.NoError(t, err)
+		w2 := acquire("a-second", true)
+		require.Equal(t, 2, w2.Position, "behind the waiter queued before the counters went")
+		release("b", second.Fence)
+		r1 := acquire("z-first", false)
+		require.False(t, r1.Granted, "a try does not collect a grant")
+		info, err := d.LockInspect(ctx, &batondriver.LockInspectParams{Key: key})
+		require.NoError(t, err)
+		require.Len(t, info.Holders, 1)
+		require.Equal(t, "z-first", info.Holders[0].Token, "the first waiter got the slot")
+		require.Greater(t, info.Holders[0].Fence, second.Fence, "a fence above those before the counters went")
+	})
+
+	// A lease extended past the idle TTL keeps ":c" with it: its release
+	// uses the default limit stored there to grant waiters.
+	t.Run("extended lease keeps counters", func(t *testing.T) {
+		t.Parallel()
+		client := newClient(t, redistest.SharedServer(t).Addr())
+		d, err := New(client, &Config{Prefix: "t" + randomHex(6), LockIdleTTL: 50 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(d.Close)
+		ctx := context.Background()
+		key := "extended"
+		c := d.lockKeys(key).keys[4]
+		const ttl = 100 * time.Millisecond
+		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "a", Limit: 2, TTL: ttl})
+		require.NoError(t, err)
+		require.True(t, r.Granted)
+		for range 8 {
+			time.Sleep(ttl / 2)
+			e, err := d.LockExtend(ctx, &batondriver.LockExtendParams{Key: key, Token: "a", Fence: r.Fence, TTL: ttl})
+			require.NoError(t, err)
+			require.True(t, e.Extended)
+		}
+		require.Positive(t, cleanupPTTL(t, client, c), "kept past the idle TTL while the lease is extended")
+		info, err := d.LockInspect(ctx, &batondriver.LockInspectParams{Key: key})
+		require.NoError(t, err)
+		require.Equal(t, 2, info.Limit, "the stored default")
+	})
+
+	// A key with a limit override keeps ":c", with no expiry, while it has
+	// it; once the override is reset the hash expires like any other.
+	t.Run("override kept", func(t *testing.T) {
+		t.Parallel()
+		client := newClient(t, redistest.SharedServer(t).Addr())
+		d, err := New(client, &Config{Prefix: "t" + randomHex(6), LockIdleTTL: 100 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(d.Close)
+		ctx := context.Background()
+		key := "override-kept"
+		c := d.lockKeys(key).keys[4]
+		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "a", Limit: 1, TTL: 100 * time.Millisecond})
+		require.NoError(t, err)
+		require.True(t, r.Granted)
+		require.Positive(t, cleanupPTTL(t, client, c))
+		_, err = d.LockSetLimit(ctx, &batondriver.LockSetLimitParams{Key: key, Limit: 5})
+		require.NoError(t, err)
+		require.EqualValues(t, -1, cleanupPTTL(t, client, c), "an override is kept for good")
+		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: "a", Fence: r.Fence})
+		require.NoError(t, err)
+		r, err = d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "b", Limit: 1, TTL: 100 * time.Millisecond})
+		require.NoError(t, err)
+		require.True(t, r.Granted)
+		require.EqualValues(t, -1, cleanupPTTL(t, client, c), "a lease does not put an expiry on an override")
+		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: "b", Fence: r.Fence})
+		require.NoError(t, err)
+		time.Sleep(300 * time.Millisecond)
+		info, err := d.LockInspect(ctx, &batondriver.LockInspectParams{Key: key})
+		require.NoError(t, err)
+		require.True(t, info.Override)
+		require.Equal(t, 5, info.Limit)
+		_, err = d.LockSetLimit(ctx, &batondriver.LockSetLimitParams{Key: key, Reset: true})
+		require.NoError(t, err)
+		require.Positive(t, cleanupPTTL(t, client, c), "expiring again once reset")
+		cleanupWaitGone(t, client, 2*time.Second, c)
 	})
 
 	// A holder that crashes (no heartbeat, no release) leaves no ":h" key:

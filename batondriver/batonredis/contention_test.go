@@ -446,7 +446,7 @@ func TestBrokenClientClock(t *testing.T) {
 }
 
 // clientClockAcquire is lua/acquire.lua with one change: "now" is the
-// caller's wall clock (ARGV[8], ms) instead of the server's TIME, as lock
+// caller's wall clock (ARGV[9], ms) instead of the server's TIME, as lock
 // libraries that trust client clocks do. A caller whose clock runs ahead
 // sees live holders as expired and grants their slots again. Derived from
 // the real script, so it breaks exactly that one thing.
@@ -456,7 +456,7 @@ func clientClockAcquire(t *testing.T) string {
 	if !strings.Contains(luaAcquire, real) {
 		t.Fatal("lua/acquire.lua no longer reads the time as the broken variant expects")
 	}
-	return strings.Replace(luaAcquire, real, "local now = tonumber(ARGV[8]) -- BROKEN: the client's clock, not TIME\n", 1)
+	return strings.Replace(luaAcquire, real, "local now = tonumber(ARGV[9]) -- BROKEN: the client's clock, not TIME\n", 1)
 }
 
 // brokenClockDriver is a Driver whose LockAcquire runs the broken client-clock

@@ -49,7 +49,19 @@ type Config struct {
 	// short-lived keys on a Redis nobody lists; their keys are then listed
 	// only if another instance added them.
 	NoLockIndex bool
+
+	// LockIdleTTL is how long a lock key's counters and default limit (its
+	// ":c" hash) outlive the last lease or waiting place that used them.
+	// Default 1 minute. Then the hash goes, so idle keys keep nothing:
+	// fences and waiters' arrival numbers are floored by the server clock
+	// and keep rising without it. A key with a limit override keeps it for
+	// good. Inspect shows an idle key's last fence and default limit only
+	// until then.
+	LockIdleTTL time.Duration
 }
+
+// defaultLockIdleTTL is Config.LockIdleTTL's default.
+const defaultLockIdleTTL = time.Minute
 
 // Driver is a batondriver.Driver on Redis. It is safe for concurrent use.
 // Close it to stop its subscriptions; it never closes the client.
@@ -57,6 +69,7 @@ type Driver struct {
 	client  rueidis.Client
 	prefix  string
 	linger  time.Duration
+	idle    string // Config.LockIdleTTL in ms, for the lock scripts
 	id      string // names this instance's grant channels
 	scripts *scripts
 
@@ -94,6 +107,13 @@ func New(client rueidis.Client, cfg *Config) (*Driver, error) {
 	if linger == 0 {
 		linger = 30 * time.Second
 	}
+	idle := cfg.LockIdleTTL
+	if idle != 0 && idle < time.Millisecond {
+		return nil, fmt.Errorf("batonredis: LockIdleTTL %v (0 for the default, or at least 1ms)", idle)
+	}
+	if idle == 0 {
+		idle = defaultLockIdleTTL
+	}
 	var id [8]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, fmt.Errorf("batonredis: instance id: %w", err)
@@ -102,6 +122,7 @@ func New(client rueidis.Client, cfg *Config) (*Driver, error) {
 		client:  client,
 		prefix:  prefix,
 		linger:  linger,
+		idle:    ms(idle),
 		id:      hex.EncodeToString(id[:]),
 		scripts: defaultScripts.withOwnLibrary(),
 		subs:    make(map[string]*subscription),
@@ -143,7 +164,7 @@ func (d *Driver) acquire(ctx context.Context, p *batondriver.LockAcquireParams, 
 		mode = "wait"
 	}
 	k := d.lockKeys(p.Key)
-	args := append([]string{p.Token, ms(p.TTL), itoa(p.Limit), mode, ms(p.WaitTTL), k.channel, d.id}, extra...)
+	args := append([]string{p.Token, ms(p.TTL), itoa(p.Limit), mode, ms(p.WaitTTL), k.channel, d.id, d.idle}, extra...)
 	v, err := d.runIndexed(ctx, script, "acquire", p.Key, k.keys, args...)
 	if err != nil {
 		return nil, err
@@ -171,7 +192,7 @@ func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleasePara
 	}
 	k := d.lockKeys(p.Key)
 	v, err := d.run(ctx, d.scripts.release, "release", p.Key, k.keys,
-		p.Token, utoa(p.Fence), k.channel, ms(p.WaitTTL))
+		p.Token, utoa(p.Fence), k.channel, ms(p.WaitTTL), d.idle)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +212,7 @@ func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams
 	}
 	k := d.lockKeys(p.Key)
 	v, err := d.runIndexed(ctx, d.scripts.extend, "extend", p.Key, k.keys,
-		utoa(p.Fence)+":"+p.Token, ms(p.TTL), k.channel)
+		utoa(p.Fence)+":"+p.Token, ms(p.TTL), k.channel, d.idle)
 	if err != nil {
 		return nil, err
 	}
@@ -216,11 +237,11 @@ func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitPa
 	k := d.lockKeys(p.Key)
 	var resp rueidis.RedisResult
 	if p.Reset {
-		resp = d.scripts.setLimit.Exec(ctx, d.client, k.keys, []string{limit, k.channel})
+		resp = d.scripts.setLimit.Exec(ctx, d.client, k.keys, []string{limit, k.channel, d.idle})
 	} else {
 		// An override keeps the key listed: add it even if this instance
 		// did lately, since a listing may have pruned it while idle.
-		resp = d.execIndexed(ctx, d.scripts.setLimit, p.Key, k.keys, []string{limit, k.channel}, true)
+		resp = d.execIndexed(ctx, d.scripts.setLimit, p.Key, k.keys, []string{limit, k.channel, d.idle}, true)
 	}
 	n, err := resp.AsInt64()
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 //	P:lock:{enc(K)}:w    sorted set: waiters, member token, score = arrival sequence
 //	P:lock:{enc(K)}:x    sorted set: waiters, member token, score = expiry of the place (server ms)
 //	P:lock:{enc(K)}:i    hash: waiter token -> "ttl_ms|listener ID"
-//	P:lock:{enc(K)}:c    hash: fence and seq counters, limit override, default limit (kept forever)
+//	P:lock:{enc(K)}:c    hash: fence and seq counters, limit override, default limit (expires LockIdleTTL after its last use, unless it holds an override)
 //	P:lock:{enc(K)}:n:ID shard channel: grant notices for waiters of driver instance ID
 //
 // and every lock key in use is a member K (its raw bytes) of

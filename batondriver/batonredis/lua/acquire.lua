@@ -10,6 +10,7 @@
 -- ARGV[5] waiter place TTL in ms (wait and recheck)
 -- ARGV[6] channel prefix for grant notices
 -- ARGV[7] listener id of the caller (wait and recheck)
+-- ARGV[8] the driver's idle TTL in ms (see C in lib.lua)
 --
 -- Returns {granted (0|1), fence, lease ms left, queue position (1-based, 0 if
 -- not queued), ms until the earliest holder expires (0 if none), server ms}.
@@ -37,11 +38,8 @@ if mode == 'wait' and redis.call('HGET', I, token) == GONE then
   return gone()
 end
 
-local st = load(ARGV[3])
-if st.dlimit ~= ARGV[3] then
-  table.insert(st.set, 'dlimit')
-  table.insert(st.set, ARGV[3])
-end
+local st = load(ARGV[3], tonumber(ARGV[8]))
+if st.dlimit ~= ARGV[3] then stage(st, 'dlimit', ARGV[3]) end
 local n, existed = holders(now, st.limit)
 local promoted, more
 promoted, n, more = promote(st, now, n, existed, ARGV[6])
@@ -49,8 +47,9 @@ existed = existed or promoted > 0
 
 if mode == 'recheck' then
   if redis.call('ZSCORE', W, token) then
-    save(st)
     local wttl = tonumber(ARGV[5])
+    touch(st, now, wttl)
+    save(st)
     redis.call('ZADD', X, now + wttl, token)
     redis.call('PEXPIRE', W, wttl, 'GT')
     redis.call('PEXPIRE', X, wttl, 'GT')
@@ -75,18 +74,21 @@ if n < st.limit and not more then
   local fence = new_fence(st, now)
   redis.call('ZADD', H, now + ttl, int(fence) .. ':' .. token)
   expire_at_least(H, ttl, existed)
+  touch(st, now, ttl)
   save(st)
   return {1, fence, ttl, 0, 0, now}
 end
-save(st)
 
 if mode == 'try' then
+  save(st)
   return {0, 0, 0, 0, next_expiry(), now}
 end
 
 local wttl = tonumber(ARGV[5])
 local queued = redis.call('EXISTS', W) == 1
-local seq = redis.call('HINCRBY', C, 'seq', 1)
+local seq = new_seq(st, now)
+touch(st, now, wttl)
+save(st)
 redis.call('ZADD', W, seq, token)
 redis.call('ZADD', X, now + wttl, token)
 redis.call('HSET', I, token, ARGV[2] .. '|' .. ARGV[7])

@@ -9,10 +9,14 @@
 --              or GONE for a token that gave up waiting (release.lua); X
 --              holds that mark's expiry, W does not hold the token
 --   KEYS[5] C  hash: fence (last fencing token, see new_fence), seq (last arrival
---              number), limit (override from set-limit), dlimit (default from acquirers)
+--              number, see new_seq), limit (override from set-limit), dlimit
+--              (default from acquirers), exp (when C's expiry was last set
+--              to run out, server ms; see touch)
 --
--- H, W, X and I carry expiries and vanish when empty; C lives forever so that
--- fencing tokens never repeat.
+-- H, W, X and I carry expiries and vanish when empty. C outlives them by
+-- the driver's idle TTL and then goes too, unless it holds a limit override
+-- (then it has no expiry): fences and arrival numbers are floored by the
+-- server clock, so they keep rising when C is gone.
 --
 -- Every redis.call costs one to three microseconds of the server's single
 -- thread, so the common paths make few: holders are reaped only when the
@@ -36,21 +40,58 @@ local function int(n)
 end
 
 -- The key's state from C: st.limit is the override if one is stored, else
--- default (the caller's), else the stored default, else 1.
-local function load(default)
-  local c = redis.call('HMGET', C, 'limit', 'dlimit', 'fence')
+-- default (the caller's), else the stored default, else 1. idle is the
+-- driver's idle TTL in ms: how long C outlives what it last covered.
+local function load(default, idle)
+  local c = redis.call('HMGET', C, 'limit', 'dlimit', 'fence', 'seq', 'exp')
   return {
     limit = tonumber(c[1] or default or c[2] or 1),
+    override = c[1] ~= false,
     dlimit = c[2],
     fence = tonumber(c[3] or 0),
+    seq = tonumber(c[4] or 0),
+    exp = tonumber(c[5] or 0),
+    idle = idle,
     set = {},
   }
 end
 
--- Write back what changed in C, in one call.
+-- Set field of C to value on save, once however often it is called.
+local function stage(st, field, value)
+  st.at = st.at or {}
+  local i = st.at[field]
+  if not i then
+    table.insert(st.set, field)
+    table.insert(st.set, '')
+    i = #st.set
+    st.at[field] = i
+  end
+  st.set[i] = value
+end
+
+-- Keep C at least until need ms from now, and the idle TTL beyond: a
+-- holder's lease or a waiter's place that this script granted, extended or
+-- refreshed must not outlive C, whose default limit its release uses. The
+-- expiry is set again only once less than half the idle TTL is left beyond
+-- need, so that a busy key pays for it rarely; with an override C keeps no
+-- expiry at all.
+local function touch(st, now, need)
+  if st.override then return end
+  if st.exp >= now + need + st.idle / 2 then return end
+  st.exp = now + need + st.idle
+  st.expire = need + st.idle
+  stage(st, 'exp', int(st.exp))
+end
+
+-- Write back what changed in C, in one call, then its expiry if touch
+-- asked for one.
 local function save(st)
   if #st.set > 0 then
     redis.call('HSET', C, unpack(st.set))
+  end
+  if st.expire then
+    redis.call('PEXPIRE', C, st.expire)
+    st.expire = nil
   end
 end
 
@@ -62,14 +103,17 @@ end
 -- double, until the year 2248.)
 local function new_fence(st, now)
   st.fence = math.max(st.fence + 1, now * 1024)
-  if not st.fence_set then
-    st.fence_set = true
-    table.insert(st.set, 'fence')
-    table.insert(st.set, '')
-    st.fence_at = #st.set
-  end
-  st.set[st.fence_at] = int(st.fence)
+  stage(st, 'fence', int(st.fence))
   return st.fence
+end
+
+-- The key's next arrival number, for a waiter's place in W: floored by the
+-- server clock like the fences, so that a waiter queued after C expired
+-- still goes behind those queued before.
+local function new_seq(st, now)
+  st.seq = math.max(st.seq + 1, now * 1024)
+  stage(st, 'seq', int(st.seq))
+  return st.seq
 end
 
 -- Make key live at least ms more. existed: whether the key existed before
@@ -142,6 +186,7 @@ local function promote(st, now, n, existed, channel_prefix)
   end
   if granted > 0 then
     expire_at_least(H, longest, existed)
+    touch(st, now, longest)
   end
   return granted, n, more
 end

@@ -8,6 +8,7 @@
 -- ARGV[3] channel prefix for grant notices
 -- ARGV[4] for a waiter giving up: how long to remember that it gave up (ms;
 --         "0": not at all)
+-- ARGV[5] the driver's idle TTL in ms (see C in lib.lua)
 --
 -- Returns {released, waiters granted}. released is 1 if the token still held
 -- its slot: no transition had reclaimed it, so nobody else had it since. (A
@@ -47,6 +48,6 @@ end
 
 local promoted = 0
 if redis.call('EXISTS', W) == 1 then
-  promoted = settle(now_ms(), load(nil), ARGV[3])
+  promoted = settle(now_ms(), load(nil, tonumber(ARGV[5])), ARGV[3])
 end
 return {released, promoted}

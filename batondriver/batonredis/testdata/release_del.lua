@@ -9,6 +9,7 @@
 -- ARGV[2] fence of the held lease, or "0" for a waiter giving up that may
 --         have been granted meanwhile
 -- ARGV[3] channel prefix for grant notices
+-- ARGV[4] (unused here) give-up mark TTL, ARGV[5] idle TTL, as for release.lua
 --
 -- Returns {released (1 if H existed), waiters granted}.
 local token = ARGV[1]
@@ -23,6 +24,6 @@ end
 
 local promoted = 0
 if redis.call('EXISTS', W) == 1 then
-  promoted = settle(now_ms(), load(nil), ARGV[3])
+  promoted = settle(now_ms(), load(nil, tonumber(ARGV[5])), ARGV[3])
 end
 return {released, promoted}

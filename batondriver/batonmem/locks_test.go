@@ -1,0 +1,63 @@
+package batonmem
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// lockKeysKept counts the lock keys the driver keeps anything of.
+func lockKeysKept(d *Driver) (meta, locks int) {
+	for i := range d.shards {
+		sh := &d.shards[i]
+		sh.mu.Lock()
+		meta += len(sh.meta)
+		locks += len(sh.locks)
+		sh.mu.Unlock()
+	}
+	return meta, locks
+}
+
+// Lock keys used once and released leave nothing behind, however many: the
+// driver does not grow with the keys ever locked. A key with an override
+// keeps it, and fences rise across a key's idle spells.
+func TestIdleLockKeysForgotten(t *testing.T) {
+	d := New()
+	ctx := context.Background()
+	for i := range 1000 {
+		key := fmt.Sprintf("user:%d", i)
+		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "t", Limit: 2, TTL: time.Minute})
+		require.NoError(t, err)
+		require.True(t, r.Granted)
+		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: "t", Fence: r.Fence})
+		require.NoError(t, err)
+	}
+	meta, locks := lockKeysKept(d)
+	require.Zero(t, meta)
+	require.Zero(t, locks)
+
+	var last uint64
+	for range 3 {
+		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: "user:1", Token: "t", Limit: 1, TTL: time.Minute})
+		require.NoError(t, err)
+		require.Greater(t, r.Fence, last)
+		last = r.Fence
+		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: "user:1", Token: "t", Fence: r.Fence})
+		require.NoError(t, err)
+	}
+
+	_, err := d.LockSetLimit(ctx, &batondriver.LockSetLimitParams{Key: "tenant", Limit: 3})
+	require.NoError(t, err)
+	meta, locks = lockKeysKept(d)
+	require.Equal(t, 1, meta, "the override")
+	require.Zero(t, locks)
+	_, err = d.LockSetLimit(ctx, &batondriver.LockSetLimitParams{Key: "tenant", Reset: true})
+	require.NoError(t, err)
+	meta, _ = lockKeysKept(d)
+	require.Zero(t, meta, "reset: nothing left")
+}
