@@ -86,6 +86,18 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     'key', 'limit', 'ukey', 'uscope', 'runs')
   if v[1] ~= 'running' or v[2] ~= held or tonumber(v[3]) <= now then
     stale[#stale + 1] = i
+  elseif outcome == 'completed' and (v[8] or '') == '' and (v[10] or '') == '' then
+    -- Completed with neither concurrency key nor unique key (most
+    -- outcomes): no slot to free, no claim to release, and one HSET
+    -- with its fields given directly.
+    ended[#ended + 1] = id
+    if retention == 0 then
+      gone[#gone + 1] = key
+    else
+      redis.call('HSET', key, 'lease', '', 'lease_until', '', 'state', 'completed', 'finished', snow)
+      completed[#completed + 1] = now + retention
+      completed[#completed + 1] = id
+    end
   else
     ended[#ended + 1] = id
     local attempt = tonumber(v[4])

@@ -546,17 +546,23 @@ local function lease(out, max, ttl, leases, now, last, batch)
     local v = load_job(key)
     if v then
       local attempt, l = int(tonumber(v[FI.attempt]) + 1), string.sub(leases, (k - 1) * LEASE_LEN + 1, k * LEASE_LEN)
-      local t = {'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l, 'lease_until', suntil}
-      if v[FI.key] and v[FI.key] ~= '' then
-        fence, fenced = fence + 1, true
-        put(t, 'fence', int(fence))
-      end
       if v[FI.uscope] == 'running' then
         claim(v[FI.ukey], id, 0)
       elseif v[FI.uscope] == 'queued' then
         unclaim(v[FI.ukey], id)
       end
-      update(key, v, t)
+      -- The fields go to HSET directly, without a table (see update):
+      -- this runs for every job leased.
+      v[FI.state], v[FI.attempt], v[FI.attempted], v[FI.lease], v[FI.lease_until] = 'running', attempt, snow, l, suntil
+      if v[FI.key] and v[FI.key] ~= '' then
+        fence, fenced = fence + 1, true
+        v[FI.fence] = int(fence)
+        redis.call('HSET', key, 'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l,
+          'lease_until', suntil, 'fence', v[FI.fence])
+      else
+        redis.call('HSET', key, 'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l,
+          'lease_until', suntil)
+      end
       running[#running + 1] = until_
       running[#running + 1] = id
       push_job(out, id, v)
