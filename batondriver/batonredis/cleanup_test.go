@@ -32,6 +32,17 @@ func cleanupSetup(t *testing.T) (rueidis.Client, *Driver, *batonlock.Locker) {
 	return client, d, l
 }
 
+// idleDriver returns a client of the shared server and a driver on it with
+// LockIdleTTL idle.
+func idleDriver(t *testing.T, idle time.Duration) (rueidis.Client, *Driver) {
+	t.Helper()
+	client := newClient(t, redistest.SharedServer(t).Addr())
+	d, err := New(client, &Config{Prefix: "t" + randomHex(6), LockIdleTTL: idle})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	return client, d
+}
+
 // cleanupKeys lists every key under the driver's prefix with SCAN, but the
 // index of lock keys, which is no lock's own: LockList prunes idle keys
 // from it ("released" checks).
@@ -198,11 +209,8 @@ func TestIdleKeyCleanup(t *testing.T) {
 	// clock.
 	t.Run("idle counters expire", func(t *testing.T) {
 		t.Parallel()
-		client := newClient(t, redistest.SharedServer(t).Addr())
 		const idle = 200 * time.Millisecond
-		d, err := New(client, &Config{Prefix: "t" + randomHex(6), LockIdleTTL: idle})
-		require.NoError(t, err)
-		t.Cleanup(d.Close)
+		client, d := idleDriver(t, idle)
 		ctx := context.Background()
 		key := "idle-counters"
 		c := d.lockKeys(key).keys[4]
@@ -244,7 +252,7 @@ func TestIdleKeyCleanup(t *testing.T) {
 		// the clock floor has passed every fence given (the same
 		// millisecond would repeat one).
 		time.Sleep(5 * time.Millisecond)
-		_, err = client.Do(ctx, client.B().Del().Key(c).Build()).AsInt64()
+		_, err := client.Do(ctx, client.B().Del().Key(c).Build()).AsInt64()
 		require.NoError(t, err)
 		w2 := acquire("a-second", true)
 		require.Equal(t, 2, w2.Position, "behind the waiter queued before the counters went")
@@ -262,10 +270,7 @@ func TestIdleKeyCleanup(t *testing.T) {
 	// uses the default limit stored there to grant waiters.
 	t.Run("extended lease keeps counters", func(t *testing.T) {
 		t.Parallel()
-		client := newClient(t, redistest.SharedServer(t).Addr())
-		d, err := New(client, &Config{Prefix: "t" + randomHex(6), LockIdleTTL: 50 * time.Millisecond})
-		require.NoError(t, err)
-		t.Cleanup(d.Close)
+		client, d := idleDriver(t, 50*time.Millisecond)
 		ctx := context.Background()
 		key := "extended"
 		c := d.lockKeys(key).keys[4]
@@ -289,10 +294,7 @@ func TestIdleKeyCleanup(t *testing.T) {
 	// it; once the override is reset the hash expires like any other.
 	t.Run("override kept", func(t *testing.T) {
 		t.Parallel()
-		client := newClient(t, redistest.SharedServer(t).Addr())
-		d, err := New(client, &Config{Prefix: "t" + randomHex(6), LockIdleTTL: 100 * time.Millisecond})
-		require.NoError(t, err)
-		t.Cleanup(d.Close)
+		client, d := idleDriver(t, 100*time.Millisecond)
 		ctx := context.Background()
 		key := "override-kept"
 		c := d.lockKeys(key).keys[4]
