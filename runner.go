@@ -392,10 +392,9 @@ func (r *runner) expire(e *execution) {
 func (r *runner) execute(e *execution) {
 	defer r.execs.Done()
 	row := e.row
-	log := r.log.With("job_id", row.ID, "kind", row.Kind, "queue", e.queue, "attempt", row.Attempt)
 	began := time.Now()
 	err := r.run(e)
-	f := r.outcome(e, err, log)
+	f := r.outcome(e, err)
 	if r.cfg.OnJobEnd != nil {
 		ev := &JobEvent{Queue: e.queue, Kind: row.Kind, Outcome: JobOutcomeLost, Attempt: row.Attempt,
 			Wait: max(row.AttemptedAt.Sub(row.RunAt), 0), Run: time.Since(began), Err: err}
@@ -495,8 +494,13 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.valu
 
 // outcome turns a handler's return into what the backend records; nil
 // when nothing may be recorded (the lease was lost).
-func (r *runner) outcome(e *execution, err error, log *slog.Logger) *batondriver.JobFinish {
+func (r *runner) outcome(e *execution, err error) *batondriver.JobFinish {
 	row := e.row
+	// The job's logger is made only for the outcomes that log: a success,
+	// the common case, costs none.
+	log := func() *slog.Logger {
+		return r.log.With("job_id", row.ID, "kind", row.Kind, "queue", e.queue, "attempt", row.Attempt)
+	}
 	f := &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: row.ID, Lease: row.Lease}}
 	cause := context.Cause(e.ctx)
 	var (
@@ -508,14 +512,14 @@ func (r *runner) outcome(e *execution, err error, log *slog.Logger) *batondriver
 	)
 	switch {
 	case errors.Is(cause, ErrLeaseLost):
-		log.Warn("baton: job lease lost; its outcome is not recorded", "err", err)
+		log().Warn("baton: job lease lost; its outcome is not recorded", "err", err)
 		return nil
 	case err == nil:
 		f.Outcome = batondriver.JobOutcomeCompleted
 	case errors.Is(cause, ErrStopping):
 		// A zero RunAt is "now" by the backend's clock: available at once.
 		f.Outcome = batondriver.JobOutcomeSnooze
-		log.Info("baton: job returned to its queue at stop")
+		log().Info("baton: job returned to its queue at stop")
 	case errors.As(err, &snooze):
 		f.Outcome, f.RunAt = batondriver.JobOutcomeSnooze, time.Now().Add(snooze.d)
 	case errors.As(err, &again):
@@ -525,17 +529,17 @@ func (r *runner) outcome(e *execution, err error, log *slog.Logger) *batondriver
 		}
 	case errors.As(err, &cancel):
 		f.Outcome, f.Error = batondriver.JobOutcomeCancel, err.Error()
-		log.Info("baton: job cancelled by its handler", "err", err)
+		log().Info("baton: job cancelled by its handler", "err", err)
 	case errors.As(err, &decode), errors.As(err, &unknown):
 		f.Outcome, f.Error = batondriver.JobOutcomeDead, err.Error()
-		log.Error("baton: job cannot run; moved to the dead set", "err", err)
+		log().Error("baton: job cannot run; moved to the dead set", "err", err)
 	default:
 		backoff := r.cfg.Backoff
 		if kw := r.cfg.Workers.kinds[row.Kind]; kw != nil && kw.opts.Backoff != nil {
 			backoff = kw.opts.Backoff
 		}
 		f.Outcome, f.Error, f.RunAt = batondriver.JobOutcomeRetry, err.Error(), time.Now().Add(backoff(row.Attempt))
-		log.Warn("baton: job failed", "err", err, "max_attempts", row.MaxAttempts)
+		log().Warn("baton: job failed", "err", err, "max_attempts", row.MaxAttempts)
 	}
 	return f
 }
