@@ -266,6 +266,33 @@ func TestIdleKeyCleanup(t *testing.T) {
 		require.Greater(t, info.Holders[0].Fence, second.Fence, "a fence above those before the counters went")
 	})
 
+	// A call that neither grants nor queues (a failed try, a late recheck)
+	// and finds ":c" gone writes it again, with the caller's default: the
+	// hash it makes expires too, instead of staying for good.
+	t.Run("recreated counters expire", func(t *testing.T) {
+		t.Parallel()
+		client, d := idleDriver(t, 100*time.Millisecond)
+		ctx := context.Background()
+		key := "recreated"
+		c := d.lockKeys(key).keys[4]
+		held, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "a", Limit: 1, TTL: time.Second})
+		require.NoError(t, err)
+		require.True(t, held.Granted)
+		time.Sleep(5 * time.Millisecond)
+		_, err = client.Do(ctx, client.B().Del().Key(c).Build()).AsInt64()
+		require.NoError(t, err)
+		try, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "b", Limit: 1, TTL: time.Second})
+		require.NoError(t, err)
+		require.False(t, try.Granted)
+		require.Positive(t, cleanupPTTL(t, client, c), "written again, with an expiry")
+		// A try on a key nobody holds, with a default of 0, grants nothing
+		// and stores its default: that hash expires as well.
+		zero, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: "zero", Token: "z", Limit: 0, TTL: time.Second})
+		require.NoError(t, err)
+		require.False(t, zero.Granted)
+		require.Positive(t, cleanupPTTL(t, client, d.lockKeys("zero").keys[4]))
+	})
+
 	// A lease extended past the idle TTL keeps ":c" with it: its release
 	// uses the default limit stored there to grant waiters.
 	t.Run("extended lease keeps counters", func(t *testing.T) {

@@ -38,7 +38,7 @@ if mode == 'wait' and redis.call('HGET', I, token) == GONE then
   return gone()
 end
 
-local st = load(ARGV[3], tonumber(ARGV[8]))
+local st = load(ARGV[3], tonumber(ARGV[8]), now)
 if st.dlimit ~= ARGV[3] then stage(st, 'dlimit', ARGV[3]) end
 local n, existed = holders(now, st.limit)
 local promoted, more

@@ -17,12 +17,12 @@ if not exp then
 end
 if tonumber(exp) <= now then
   redis.call('ZREM', H, member)
-  settle(now, load(nil, tonumber(ARGV[4])), ARGV[3])
+  settle(now, load(nil, tonumber(ARGV[4]), now), ARGV[3])
   return {0, now}
 end
 redis.call('ZADD', H, 'XX', now + ttl, member)
 redis.call('PEXPIRE', H, ttl, 'GT')
-local st = load(nil, tonumber(ARGV[4]))
+local st = load(nil, tonumber(ARGV[4]), now)
 touch(st, now, ttl)
 save(st)
 return {1, now}

@@ -41,8 +41,9 @@ end
 
 -- The key's state from C: st.limit is the override if one is stored, else
 -- default (the caller's), else the stored default, else 1. idle is the
--- driver's idle TTL in ms: how long C outlives what it last covered.
-local function load(default, idle)
+-- driver's idle TTL in ms: how long C outlives what it last covered; now
+-- the script's server time.
+local function load(default, idle, now)
   local c = redis.call('HMGET', C, 'limit', 'dlimit', 'fence', 'seq', 'exp')
   return {
     limit = tonumber(c[1] or default or c[2] or 1),
@@ -52,6 +53,7 @@ local function load(default, idle)
     seq = tonumber(c[4] or 0),
     exp = tonumber(c[5] or 0),
     idle = idle,
+    now = now,
     set = {},
   }
 end
@@ -84,8 +86,12 @@ local function touch(st, now, need)
 end
 
 -- Write back what changed in C, in one call, then its expiry if touch
--- asked for one.
+-- asked for one. A C written without an expiry of its own (recreated by a
+-- call that neither grants nor queues, after it expired: a failed try, a
+-- late recheck) gets the idle TTL, so that it never stays for good without
+-- an override.
 local function save(st)
+  if #st.set > 0 and st.exp == 0 then touch(st, st.now, 0) end
   if #st.set > 0 then
     redis.call('HSET', C, unpack(st.set))
   end

@@ -16,7 +16,7 @@ else
   redis.call('HSET', C, 'limit', ARGV[1])
   redis.call('PERSIST', C)
 end
-local st = load(nil, tonumber(ARGV[3]))
+local st = load(nil, tonumber(ARGV[3]), now)
 if not st.override and redis.call('EXISTS', C) == 1 then
   local longest = 0
   local last = redis.call('ZRANGE', H, 0, 0, 'REV', 'WITHSCORES')

@@ -24,6 +24,7 @@ end
 
 local promoted = 0
 if redis.call('EXISTS', W) == 1 then
-  promoted = settle(now_ms(), load(nil, tonumber(ARGV[5])), ARGV[3])
+  local now = now_ms()
+  promoted = settle(now, load(nil, tonumber(ARGV[5]), now), ARGV[3])
 end
 return {released, promoted}
