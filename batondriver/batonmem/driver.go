@@ -5,7 +5,10 @@
 // Time is the process's monotonic clock. A lock key that goes idle (no
 // holder, no waiter, no give-up mark) is forgotten at once unless it has a
 // limit override: its fences come from one counter per Driver, so they keep
-// rising across its idle spells, and nothing grows with the keys ever used.
+// rising across its idle spells. A key left with only expired leases,
+// places or marks (a holder that crashed, a waiter that vanished) is
+// forgotten when an acquire on another key of its shard comes across it,
+// as Redis expires the same keys, so nothing grows with the keys ever used.
 package batonmem
 
 import (
@@ -137,6 +140,40 @@ func (sh *lockShard) state(key string) (*keyMeta, *lockState) {
 	return m, s
 }
 
+// sweepEach is how many keys of its shard each LockAcquire looks at for
+// leftovers (see sweep).
+const sweepEach = 2
+
+// sweep forgets up to sweepEach keys of the shard, in map order (which Go
+// randomises), whose leases, places and give-up marks have all expired:
+// nobody will release them. sh.mu must be held.
+func (sh *lockShard) sweep(now time.Time) {
+	n := 0
+	for key, s := range sh.locks {
+		if n == sweepEach {
+			return
+		}
+		n++
+		if s.inUse(now) || s.marked(now) {
+			continue
+		}
+		delete(sh.locks, key)
+		if m := sh.meta[key]; m != nil && m.override == nil {
+			delete(sh.meta, key)
+		}
+	}
+}
+
+// marked reports whether a token's give-up mark is still in force.
+func (s *lockState) marked(now time.Time) bool {
+	for _, until := range s.gone {
+		if until.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
 // tidy forgets the key once it is idle, all but its override if it has
 // one. sh.mu must be held.
 func (sh *lockShard) tidy(key string, s *lockState) {
@@ -222,6 +259,7 @@ func (d *Driver) LockAcquire(_ context.Context, p *batondriver.LockAcquireParams
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := time.Now()
+	sh.sweep(now)
 	m, s := sh.state(p.Key)
 	defer sh.tidy(p.Key, s)
 	if until, gone := s.gone[p.Token]; gone && wait && until.After(now) {

@@ -61,3 +61,36 @@ func TestIdleLockKeysForgotten(t *testing.T) {
 	meta, _ = lockKeysKept(d)
 	require.Zero(t, meta, "reset: nothing left")
 }
+
+// Keys nobody releases — a holder that crashed, a waiter that gave up and
+// left its mark — are forgotten once all they hold has expired, by the
+// acquires of other keys that come across them.
+func TestAbandonedLockKeysForgotten(t *testing.T) {
+	d := New()
+	ctx := context.Background()
+	for i := range 100 {
+		key := fmt.Sprintf("crashed:%d", i)
+		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "t", Limit: 1, TTL: time.Millisecond})
+		require.NoError(t, err)
+		require.True(t, r.Granted)
+		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: fmt.Sprintf("gaveup:%d", i), Token: "w", WaitTTL: time.Millisecond})
+		require.NoError(t, err)
+	}
+	meta, locks := lockKeysKept(d)
+	require.Equal(t, 100, meta)
+	require.Equal(t, 200, locks)
+	time.Sleep(5 * time.Millisecond)
+	for i := 0; i < 100_000 && locks > 0; i++ {
+		key := fmt.Sprintf("live:%d", i%1000)
+		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "t", Limit: 1, TTL: time.Minute})
+		require.NoError(t, err)
+		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: "t", Fence: r.Fence})
+		require.NoError(t, err)
+		if i%100 == 99 {
+			meta, locks = lockKeysKept(d)
+		}
+	}
+	meta, locks = lockKeysKept(d)
+	require.Zero(t, locks)
+	require.Zero(t, meta)
+}
