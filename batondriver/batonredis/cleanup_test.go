@@ -301,12 +301,12 @@ func TestIdleKeyCleanup(t *testing.T) {
 		ctx := context.Background()
 		key := "extended"
 		c := d.lockKeys(key).keys[4]
-		const ttl = 100 * time.Millisecond
+		const ttl = 300 * time.Millisecond // extended every 100ms: late sleeps under load do not lose it
 		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "a", Limit: 2, TTL: ttl})
 		require.NoError(t, err)
 		require.True(t, r.Granted)
-		for range 8 {
-			time.Sleep(ttl / 2)
+		for range 8 { // 800ms: past the lease and the idle TTL
+			time.Sleep(ttl / 3)
 			e, err := d.LockExtend(ctx, &batondriver.LockExtendParams{Key: key, Token: "a", Fence: r.Fence, TTL: ttl})
 			require.NoError(t, err)
 			require.True(t, e.Extended)
