@@ -23,6 +23,19 @@ func lockKeysKept(d *Driver) (meta, locks int) {
 	return meta, locks
 }
 
+// lockAndRelease takes key (as token "t", limit 1) and releases it,
+// requiring both to work, and returns the lease's fence.
+func lockAndRelease(t *testing.T, d *Driver, key string) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "t", Limit: 1, TTL: time.Minute})
+	require.NoError(t, err)
+	require.True(t, r.Granted)
+	_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: "t", Fence: r.Fence})
+	require.NoError(t, err)
+	return r.Fence
+}
+
 // Lock keys used once and released leave nothing behind, however many: the
 // driver does not grow with the keys ever locked. A key with an override
 // keeps it, and fences rise across a key's idle spells.
@@ -30,12 +43,7 @@ func TestIdleLockKeysForgotten(t *testing.T) {
 	d := New()
 	ctx := context.Background()
 	for i := range 1000 {
-		key := fmt.Sprintf("user:%d", i)
-		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "t", Limit: 2, TTL: time.Minute})
-		require.NoError(t, err)
-		require.True(t, r.Granted)
-		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: "t", Fence: r.Fence})
-		require.NoError(t, err)
+		lockAndRelease(t, d, fmt.Sprintf("user:%d", i))
 	}
 	meta, locks := lockKeysKept(d)
 	require.Zero(t, meta)
@@ -43,12 +51,9 @@ func TestIdleLockKeysForgotten(t *testing.T) {
 
 	var last uint64
 	for range 3 {
-		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: "user:1", Token: "t", Limit: 1, TTL: time.Minute})
-		require.NoError(t, err)
-		require.Greater(t, r.Fence, last)
-		last = r.Fence
-		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: "user:1", Token: "t", Fence: r.Fence})
-		require.NoError(t, err)
+		fence := lockAndRelease(t, d, "user:1")
+		require.Greater(t, fence, last)
+		last = fence
 	}
 
 	_, err := d.LockSetLimit(ctx, &batondriver.LockSetLimitParams{Key: "tenant", Limit: 3})
@@ -81,11 +86,7 @@ func TestAbandonedLockKeysForgotten(t *testing.T) {
 	require.Equal(t, 200, locks)
 	time.Sleep(5 * time.Millisecond)
 	for i := 0; i < 100_000 && locks > 0; i++ {
-		key := fmt.Sprintf("live:%d", i%1000)
-		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "t", Limit: 1, TTL: time.Minute})
-		require.NoError(t, err)
-		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: "t", Fence: r.Fence})
-		require.NoError(t, err)
+		lockAndRelease(t, d, fmt.Sprintf("live:%d", i%1000))
 		if i%100 == 99 {
 			meta, locks = lockKeysKept(d)
 		}
