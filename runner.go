@@ -238,8 +238,11 @@ func (r *runner) dispatch() {
 			wait = min(wait, max(time.Until(next), time.Millisecond))
 		}
 		timer := time.NewTimer(wait)
-		if !busy && r.freeWorkers() > 0 {
-			freed = nil // idle workers learn of new jobs from the wakers
+		if !busy && !more && r.freeWorkers() > 0 {
+			// Idle workers learn of new jobs from the wakers. Not when a
+			// queue had more jobs than it was asked for: those woke nobody,
+			// so a worker freed since must start the next round.
+			freed = nil
 		}
 		select {
 		case <-r.wake:
