@@ -43,11 +43,13 @@ type Config struct {
 
 	// NoLockIndex stops this instance from adding the lock keys it uses to
 	// the index that LockList reads (P:locks). Default false: each key
-	// costs an entry of about 110 bytes there until a listing finds it idle
-	// and removes it, and an extra command after the script at its first use and
-	// then at most once every 30s. Set it for processes that lock many
-	// short-lived keys on a Redis nobody lists; their keys are then listed
-	// only if another instance added them.
+	// costs an entry of about 110 bytes there until a listing, or the
+	// prune each instance runs in the background after every 1,000 keys
+	// new to the index, finds it idle and removes it; and an extra command
+	// after the script at its first use and then at most once every 30s.
+	// Set it for processes that lock many short-lived keys on a Redis
+	// nobody lists; their keys are then listed only if another instance
+	// added them.
 	NoLockIndex bool
 
 	// LockIdleTTL is how long a lock key's counters and default limit (its
@@ -76,6 +78,7 @@ type Driver struct {
 	queuesSeen sync.Map   // queue names this instance added to the set of queues
 	locksSeen  recentKeys // lock keys this instance added to the index lately (lockindex.go)
 	noIndex    bool       // Config.NoLockIndex
+	prune      indexPruner
 
 	mu     sync.Mutex
 	subs   map[string]*subscription // by channel

@@ -1,12 +1,14 @@
 package batonredis
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -23,8 +25,9 @@ import (
 // best-effort instead: an instance adds a key (ZADD NX) after a successful
 // acquire or extend of it — its own command, not atomic with it — and at
 // most once per key every lockIndexPeriod or two; SetLimit adds the
-// key each time. LockList removes (ZREM) the keys it finds idle, with no
-// holder, waiter or override. A key that is locked again after a listing
+// key each time. LockList, and each instance's background prune below,
+// remove (ZREM) the keys they find idle, with no holder, waiter or
+// override. A key that is locked again after a listing
 // pruned it, or whose index write failed, is listed again at its first
 // acquire, wait refresh or heartbeat after each instance's memory of it
 // lapsed: at most two periods. docs/redis-keys.md says what that costs.
@@ -104,6 +107,107 @@ func (d *Driver) runIndexed(ctx context.Context, s *rueidis.Lua, op, key string,
 	return v, nil
 }
 
+// The index would keep every key ever locked until a listing met it idle,
+// so each instance prunes it in the background too: after every
+// indexPruneEvery keys it added that were new to the index, one goroutine
+// inspects the next indexPruneBatch entries after where the last prune
+// stopped (wrapping round at the end) and removes the idle ones, as LockList
+// does. The index then holds about the keys in use plus those added since
+// the prune passed, and a key locked once costs a share of two inspections.
+const (
+	indexPruneEvery = 1000
+	indexPruneBatch = 2000
+)
+
+// indexPruner is a Driver's background pruning of the index. The zero
+// value is ready to use; tests set every and batch.
+type indexPruner struct {
+	added   atomic.Int64 // keys this instance added that were new to the index
+	running atomic.Bool  // a prune goroutine is running
+	every   int64        // 0: indexPruneEvery
+	batch   int          // 0: indexPruneBatch
+
+	mu    sync.Mutex
+	after string // the last entry the last prune inspected; "" from the start
+}
+
+// noteAdded counts a key new to the index and, every indexPruneEvery of
+// them, starts a prune unless one is running or the driver is closed.
+func (d *Driver) noteAdded() {
+	every := cmp.Or(d.prune.every, indexPruneEvery)
+	if d.prune.added.Add(1)%every != 0 || !d.prune.running.CompareAndSwap(false, true) {
+		return
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		d.prune.running.Store(false)
+		return
+	}
+	d.wg.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.wg.Done()
+		defer d.prune.running.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = d.pruneIndex(ctx, cmp.Or(d.prune.batch, indexPruneBatch)) // best-effort, like the adds
+	}()
+}
+
+// pruneIndex inspects up to n entries of the index after the last prune's
+// and removes the idle ones, lockListBatch at a time.
+func (d *Driver) pruneIndex(ctx context.Context, n int) error {
+	c, index := d.client, d.locksKey()
+	d.prune.mu.Lock()
+	after := d.prune.after
+	d.prune.mu.Unlock()
+	defer func() {
+		d.prune.mu.Lock()
+		d.prune.after = after
+		d.prune.mu.Unlock()
+	}()
+	for n > 0 {
+		from := "-"
+		if after != "" {
+			from = "(" + after
+		}
+		want := min(n, lockListBatch)
+		names, err := c.Do(ctx, c.B().Zrange().Key(index).Min(from).Max("+").Bylex().Limit(0, int64(want)).Build()).AsStrSlice()
+		if err != nil {
+			return err
+		}
+		infos, err := d.inspectMany(ctx, names)
+		if err != nil {
+			return err
+		}
+		var idle []string
+		for i, info := range infos {
+			if keyIdle(info) {
+				idle = append(idle, names[i])
+			}
+		}
+		if len(idle) > 0 {
+			if err := c.Do(ctx, c.B().Zrem().Key(index).Member(idle...).Build()).Error(); err != nil {
+				return err
+			}
+		}
+		n -= len(names)
+		if len(names) < want {
+			after = "" // the end: the next prune starts from the beginning
+			return nil
+		}
+		after = names[len(names)-1]
+	}
+	return nil
+}
+
+// keyIdle reports whether a lock key has nothing to list: no holder, no
+// waiter, no override.
+func keyIdle(info *batondriver.LockInspectResult) bool {
+	return len(info.Holders) == 0 && info.WaiterCount == 0 && !info.Override
+}
+
 // execIndexed runs script s on key's slot and then adds key to the index:
 // always with force, else unless this instance did lately. The index write
 // follows the script as its own command, once per key and period, so that
@@ -117,8 +221,11 @@ func (d *Driver) execIndexed(ctx context.Context, s *rueidis.Lua, key string, ke
 		return res
 	}
 	add := c.B().Zadd().Key(d.locksKey()).Nx().ScoreMember().ScoreMember(0, key).Build()
-	if c.Do(ctx, add).Error() == nil {
+	if n, err := c.Do(ctx, add).AsInt64(); err == nil {
 		d.locksSeen.add(key)
+		if n == 1 {
+			d.noteAdded()
+		}
 	}
 	return res
 }
@@ -182,7 +289,7 @@ func (d *Driver) LockList(ctx context.Context, p *batondriver.LockListParams) (*
 		var idle []string
 		for i, info := range infos {
 			switch {
-			case len(info.Holders) == 0 && info.WaiterCount == 0 && !info.Override:
+			case keyIdle(info):
 				idle = append(idle, names[i])
 			case len(res.Keys) < limit:
 				res.Keys = append(res.Keys, &batondriver.LockInfo{Key: names[i], LockInspectResult: *info})

@@ -2,6 +2,7 @@ package batonredis
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -329,4 +330,37 @@ func TestRecentKeys(t *testing.T) {
 	require.False(t, r.has("b"))
 	require.Empty(t, r.cur)
 	require.Empty(t, r.old)
+}
+
+// Keys locked once and released leave the index without a listing: every
+// few keys new to the index, the instance inspects a batch of it in the
+// background and removes the idle ones, but never a key in use.
+func TestLockIndexPrunedInBackground(t *testing.T) {
+	t.Parallel()
+	client, d, _ := indexSetup(t, redistest.SharedServer(t).Addr())
+	d.prune.every, d.prune.batch = 10, 30
+	ctx := t.Context()
+	held := map[string]uint64{}
+	for i := range 5 {
+		key := fmt.Sprintf("held:%d", i)
+		res, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "t", Limit: 1, TTL: time.Minute})
+		require.NoError(t, err)
+		require.True(t, res.Granted)
+		held[key] = res.Fence
+	}
+	for i := range 300 {
+		acquireRelease(t, d, fmt.Sprintf("once:%03d", i))
+	}
+	// The last prunes may still be running; each inspects 30 entries per
+	// 10 new ones, so the index cannot keep up to 300 idle keys.
+	require.Eventually(t, func() bool { return !d.prune.running.Load() }, 5*time.Second, 5*time.Millisecond)
+	keys := indexed(t, client, d)
+	require.Less(t, len(keys), 100, "the idle keys were pruned as they came")
+	for key := range held {
+		require.Contains(t, keys, key, "a key in use stays")
+	}
+	for key, fence := range held {
+		_, err := d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: "t", Fence: fence})
+		require.NoError(t, err)
+	}
 }
