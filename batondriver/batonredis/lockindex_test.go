@@ -333,13 +333,23 @@ func TestRecentKeys(t *testing.T) {
 }
 
 // Keys locked once and released leave the index without a listing: every
-// few keys new to the index, the instance inspects a batch of it in the
-// background and removes the idle ones, but never a key in use.
+// few keys new to the index, the instance looks at a batch of it in the
+// background and removes the keys that have nothing left in Redis (their
+// ":c" expired, the idle TTL after their last lease), but never a key in
+// use.
 func TestLockIndexPrunedInBackground(t *testing.T) {
 	t.Parallel()
-	client, d, _ := indexSetup(t, redistest.SharedServer(t).Addr())
+	client, d := idleDriver(t, 50*time.Millisecond)
 	d.prune.every, d.prune.batch = 10, 30
 	ctx := t.Context()
+	lockOnce := func(key string) {
+		t.Helper()
+		res, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "t", Limit: 1, TTL: 100 * time.Millisecond})
+		require.NoError(t, err)
+		require.True(t, res.Granted)
+		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: "t", Fence: res.Fence})
+		require.NoError(t, err)
+	}
 	held := map[string]uint64{}
 	for i := range 5 {
 		key := fmt.Sprintf("held:%d", i)
@@ -349,13 +359,28 @@ func TestLockIndexPrunedInBackground(t *testing.T) {
 		held[key] = res.Fence
 	}
 	for i := range 300 {
-		acquireRelease(t, d, fmt.Sprintf("once:%03d", i))
+		lockOnce(fmt.Sprintf("early:%03d", i))
 	}
-	// The last prunes may still be running; each inspects 30 entries per
-	// 10 new ones, so the index cannot keep up to 300 idle keys.
-	require.Eventually(t, func() bool { return !d.prune.running.Load() }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // their ":c" hashes expire
+	earlyLeft := func(keys []string) int {
+		n := 0
+		for _, k := range keys {
+			if strings.HasPrefix(k, "early:") {
+				n++
+			}
+		}
+		return n
+	}
+	// New keys start prunes of 30 entries every 10 (none while one runs):
+	// a few hundred go round the index of up to 605 entries.
+	for i := 0; i < 3000 && earlyLeft(indexed(t, client, d)) > 0; i += 50 {
+		for j := range 50 {
+			lockOnce(fmt.Sprintf("late:%04d", i+j))
+		}
+		require.Eventually(t, func() bool { return !d.prune.running.Load() }, 5*time.Second, time.Millisecond)
+	}
 	keys := indexed(t, client, d)
-	require.Less(t, len(keys), 100, "the idle keys were pruned as they came")
+	require.Zero(t, earlyLeft(keys), "the keys with nothing left were pruned")
 	for key := range held {
 		require.Contains(t, keys, key, "a key in use stays")
 	}
