@@ -75,16 +75,16 @@ func TestAbandonedLockKeysForgotten(t *testing.T) {
 	ctx := context.Background()
 	for i := range 100 {
 		key := fmt.Sprintf("crashed:%d", i)
-		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "t", Limit: 1, TTL: time.Millisecond})
+		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "t", Limit: 1, TTL: 300 * time.Millisecond})
 		require.NoError(t, err)
 		require.True(t, r.Granted)
-		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: fmt.Sprintf("gaveup:%d", i), Token: "w", WaitTTL: time.Millisecond})
+		_, err = d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: fmt.Sprintf("gaveup:%d", i), Token: "w", WaitTTL: 300 * time.Millisecond})
 		require.NoError(t, err)
 	}
 	meta, locks := lockKeysKept(d)
 	require.Equal(t, 100, meta)
 	require.Equal(t, 200, locks)
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(350 * time.Millisecond) // every lease and mark expires
 	for i := 0; i < 100_000 && locks > 0; i++ {
 		lockAndRelease(t, d, fmt.Sprintf("live:%d", i%1000))
 		if i%100 == 99 {

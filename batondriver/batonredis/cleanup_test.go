@@ -271,7 +271,7 @@ func TestIdleKeyCleanup(t *testing.T) {
 	// hash it makes expires too, instead of staying for good.
 	t.Run("recreated counters expire", func(t *testing.T) {
 		t.Parallel()
-		client, d := idleDriver(t, 100*time.Millisecond)
+		client, d := idleDriver(t, 300*time.Millisecond)
 		ctx := context.Background()
 		key := "recreated"
 		c := d.lockKeys(key).keys[4]
@@ -321,7 +321,7 @@ func TestIdleKeyCleanup(t *testing.T) {
 	// it; once the override is reset the hash expires like any other.
 	t.Run("override kept", func(t *testing.T) {
 		t.Parallel()
-		client, d := idleDriver(t, 100*time.Millisecond)
+		client, d := idleDriver(t, 300*time.Millisecond)
 		ctx := context.Background()
 		key := "override-kept"
 		c := d.lockKeys(key).keys[4]
