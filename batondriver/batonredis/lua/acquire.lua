@@ -48,7 +48,7 @@ existed = existed or promoted > 0
 if mode == 'recheck' then
   if redis.call('ZSCORE', W, token) then
     local wttl = tonumber(ARGV[5])
-    touch(st, now, wttl)
+    touch(st, wttl)
     save(st)
     redis.call('ZADD', X, now + wttl, token)
     redis.call('PEXPIRE', W, wttl, 'GT')
@@ -74,7 +74,7 @@ if n < st.limit and not more then
   local fence = new_fence(st, now)
   redis.call('ZADD', H, now + ttl, int(fence) .. ':' .. token)
   expire_at_least(H, ttl, existed)
-  touch(st, now, ttl)
+  touch(st, ttl)
   save(st)
   return {1, fence, ttl, 0, 0, now}
 end
@@ -87,7 +87,7 @@ end
 local wttl = tonumber(ARGV[5])
 local queued = redis.call('EXISTS', W) == 1
 local seq = new_seq(st, now)
-touch(st, now, wttl)
+touch(st, wttl)
 save(st)
 redis.call('ZADD', W, seq, token)
 redis.call('ZADD', X, now + wttl, token)

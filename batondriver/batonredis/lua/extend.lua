@@ -23,6 +23,6 @@ end
 redis.call('ZADD', H, 'XX', now + ttl, member)
 redis.call('PEXPIRE', H, ttl, 'GT')
 local st = load(nil, tonumber(ARGV[4]), now)
-touch(st, now, ttl)
+touch(st, ttl)
 save(st)
 return {1, now}

@@ -52,14 +52,14 @@ local function finish(key, id, state, set, t)
   set[#set + 1] = id
 end
 
--- Complete job id at key, kept until now + retention.
-local function complete(key, id, t)
+-- Complete job id at key, its lease cleared, kept until now + retention.
+-- Its fields go to HSET directly: this runs for most outcomes.
+local function complete(key, id)
   if retention == 0 then
     gone[#gone + 1] = key
     return
   end
-  put(t, 'state', 'completed', 'finished', snow)
-  redis.call('HSET', key, unpack(t))
+  redis.call('HSET', key, 'lease', '', 'lease_until', '', 'state', 'completed', 'finished', snow)
   completed[#completed + 1] = now + retention
   completed[#completed + 1] = id
 end
@@ -88,16 +88,9 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     stale[#stale + 1] = i
   elseif outcome == 'completed' and (v[8] or '') == '' and (v[10] or '') == '' then
     -- Completed with neither concurrency key nor unique key (most
-    -- outcomes): no slot to free, no claim to release, and one HSET
-    -- with its fields given directly.
+    -- outcomes): no slot to free, no claim to release.
     ended[#ended + 1] = id
-    if retention == 0 then
-      gone[#gone + 1] = key
-    else
-      redis.call('HSET', key, 'lease', '', 'lease_until', '', 'state', 'completed', 'finished', snow)
-      completed[#completed + 1] = now + retention
-      completed[#completed + 1] = id
-    end
+    complete(key, id)
   else
     ended[#ended + 1] = id
     local attempt = tonumber(v[4])
@@ -113,7 +106,7 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     local t = {'lease', '', 'lease_until', ''}
     local errors = function() return add_error({errors = v[7]}, attempt, now, msg) end
     if outcome == 'completed' then
-      complete(key, id, t)
+      complete(key, id)
     elseif outcome == 'retry' then
       put(t, 'errors', errors())
       if attempt >= tonumber(v[5]) then
@@ -128,7 +121,7 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
       local c = scope == 'queued' and redis.call('HGET', U, u)
       local other = c and string.sub(c, string.find(c, ':', 1, true) + 1)
       if other and other ~= id and QUEUED[redis.call('HGET', J .. other, 'state')] then
-        complete(key, id, t)
+        complete(key, id)
       else
         if scope == 'queued' then claim(u, id, 0) end
         put(t, 'attempt', '0', 'runs', int((tonumber(v[12]) or 0) + 1))

@@ -77,10 +77,10 @@ end
 -- expiry is set again only once less than half the idle TTL is left beyond
 -- need, so that a busy key pays for it rarely; with an override C keeps no
 -- expiry at all.
-local function touch(st, now, need)
+local function touch(st, need)
   if st.override then return end
-  if st.exp >= now + need + st.idle / 2 then return end
-  st.exp = now + need + st.idle
+  if st.exp >= st.now + need + st.idle / 2 then return end
+  st.exp = st.now + need + st.idle
   st.expire = need + st.idle
   stage(st, 'exp', int(st.exp))
 end
@@ -91,7 +91,7 @@ end
 -- late recheck) gets the idle TTL, so that it never stays for good without
 -- an override.
 local function save(st)
-  if #st.set > 0 and st.exp == 0 then touch(st, st.now, 0) end
+  if #st.set > 0 and st.exp == 0 then touch(st, 0) end
   if #st.set > 0 then
     redis.call('HSET', C, unpack(st.set))
   end
@@ -192,7 +192,7 @@ local function promote(st, now, n, existed, channel_prefix)
   end
   if granted > 0 then
     expire_at_least(H, longest, existed)
-    touch(st, now, longest)
+    touch(st, longest)
   end
   return granted, n, more
 end

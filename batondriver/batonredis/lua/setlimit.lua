@@ -23,6 +23,6 @@ if not st.override and redis.call('EXISTS', C) == 1 then
   if last[2] then longest = math.max(longest, tonumber(last[2]) - now) end
   local places = redis.call('ZRANGE', X, 0, 0, 'REV', 'WITHSCORES')
   if places[2] then longest = math.max(longest, tonumber(places[2]) - now) end
-  touch(st, now, longest)
+  touch(st, longest)
 end
 return settle(now, st, ARGV[2])
