@@ -154,13 +154,18 @@ func (sh *lockShard) sweep(now time.Time) {
 			return
 		}
 		n++
-		if s.inUse(now) || s.marked(now) {
-			continue
+		if !s.inUse(now) && !s.marked(now) {
+			sh.forget(key)
 		}
-		delete(sh.locks, key)
-		if m := sh.meta[key]; m != nil && m.override == nil {
-			delete(sh.meta, key)
-		}
+	}
+}
+
+// forget drops an idle key's state, and its meta unless it holds an
+// override. sh.mu must be held.
+func (sh *lockShard) forget(key string) {
+	delete(sh.locks, key)
+	if m := sh.meta[key]; m != nil && m.override == nil {
+		delete(sh.meta, key)
 	}
 }
 
@@ -178,10 +183,7 @@ func (s *lockState) marked(now time.Time) bool {
 // one. sh.mu must be held.
 func (sh *lockShard) tidy(key string, s *lockState) {
 	if len(s.holders) == 0 && s.waiters.Len() == 0 && len(s.gone) == 0 {
-		delete(sh.locks, key)
-		if m := sh.meta[key]; m != nil && m.override == nil {
-			delete(sh.meta, key)
-		}
+		sh.forget(key)
 	}
 }
 

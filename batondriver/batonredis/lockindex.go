@@ -25,9 +25,9 @@ import (
 // best-effort instead: an instance adds a key (ZADD NX) after a successful
 // acquire or extend of it — its own command, not atomic with it — and at
 // most once per key every lockIndexPeriod or two; SetLimit adds the
-// key each time. LockList, and each instance's background prune below,
-// remove (ZREM) the keys they find idle, with no holder, waiter or
-// override. A key that is locked again after a listing
+// key each time. LockList removes (ZREM) the keys it finds idle, with no
+// holder, waiter or override, and each instance's background prune below
+// those with nothing left in Redis. A key that is locked again after a listing
 // pruned it, or whose index write failed, is listed again at its first
 // acquire, wait refresh or heartbeat after each instance's memory of it
 // lapsed: at most two periods. docs/redis-keys.md says what that costs.
@@ -130,9 +130,10 @@ type indexPruner struct {
 	running atomic.Bool  // a prune goroutine is running
 	every   int64        // 0: indexPruneEvery
 	batch   int          // 0: indexPruneBatch
-
-	mu    sync.Mutex
-	after string // the last entry the last prune inspected; "" from the start
+	// after is the last entry the last prune looked at ("" from the
+	// start). Only the prune that set running touches it, and running's
+	// atomic hand-over orders one prune's writes before the next's reads.
+	after string
 }
 
 // noteAdded counts a key new to the index and, every indexPruneEvery of
@@ -159,18 +160,13 @@ func (d *Driver) noteAdded() {
 	}()
 }
 
-// pruneIndex inspects up to n entries of the index after the last prune's
-// and removes the idle ones, lockListBatch at a time.
+// pruneIndex looks at up to n entries of the index after the last prune's
+// and removes those whose key has nothing left in Redis, lockListBatch at a
+// time.
 func (d *Driver) pruneIndex(ctx context.Context, n int) error {
 	c, index := d.client, d.locksKey()
-	d.prune.mu.Lock()
 	after := d.prune.after
-	d.prune.mu.Unlock()
-	defer func() {
-		d.prune.mu.Lock()
-		d.prune.after = after
-		d.prune.mu.Unlock()
-	}()
+	defer func() { d.prune.after = after }()
 	for n > 0 {
 		from := "-"
 		if after != "" {
@@ -222,12 +218,6 @@ func (d *Driver) unused(ctx context.Context, names []string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// keyIdle reports whether a lock key has nothing to list: no holder, no
-// waiter, no override.
-func keyIdle(info *batondriver.LockInspectResult) bool {
-	return len(info.Holders) == 0 && info.WaiterCount == 0 && !info.Override
 }
 
 // execIndexed runs script s on key's slot and then adds key to the index:
@@ -311,7 +301,7 @@ func (d *Driver) LockList(ctx context.Context, p *batondriver.LockListParams) (*
 		var idle []string
 		for i, info := range infos {
 			switch {
-			case keyIdle(info):
+			case len(info.Holders) == 0 && info.WaiterCount == 0 && !info.Override:
 				idle = append(idle, names[i])
 			case len(res.Keys) < limit:
 				res.Keys = append(res.Keys, &batondriver.LockInfo{Key: names[i], LockInspectResult: *info})
