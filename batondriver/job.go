@@ -150,8 +150,16 @@ type JobRow struct {
 	// Lease is the current attempt's secret while running: outcomes and
 	// extensions must present it.
 	Lease string
-	// LeaseUntil is when the backend takes a running job back.
+	// LeaseUntil is when the backend takes a running job back. A chained
+	// job (After set) is taken back with the job ahead of it, whose lease
+	// this is, never on its own.
 	LeaseUntil time.Time
+	// After is, for a chained job (see JobFetchParams.Chain), the ID of
+	// the job ahead of it: leased to the same caller, which starts this
+	// one on the same worker once that job's handler has returned. It is
+	// "" for every other job, and for a chained job once the outcome of
+	// the job ahead is recorded.
+	After string
 }
 
 // AttemptError is the error of one failed attempt.
@@ -245,6 +253,25 @@ type JobFetchParams struct {
 	// DroppedRetention is how long dropped jobs are kept before a fetch
 	// sweeps them. 0: kept until deleted.
 	DroppedRetention time.Duration
+	// Chain asks for chained leases, so that a key's next job starts
+	// without a round trip: if the call leaves the queue with no job
+	// available (and the queue is not paused), then behind each keyed job
+	// it leases whose key has parked jobs, the key's next parked job is
+	// leased too, to the same caller, with After set. The caller must run
+	// a chained job on the worker of the job ahead, once that job's handler
+	// has returned, and not before.
+	//
+	// A chained job is running (its attempt counted, a fencing token
+	// given) but holds no slot of its key. When the outcome of the job
+	// ahead is recorded, whatever it is, the chained job takes over that
+	// job's slot and lease_until, even if the key's limit was lowered
+	// meanwhile: like any leased job, it runs. If instead the lease of the
+	// job ahead expires, the chained job goes back to the head of its
+	// key's parked jobs, its attempt not counted, before the freed slot
+	// promotes them. Extending a chained job's lease extends the job
+	// ahead's too. Its own outcome, should it come first, is recorded as
+	// any other; it then frees no slot.
+	Chain bool
 }
 
 // JobFetchResult is the result of JobFetch.
@@ -320,6 +347,11 @@ type JobFinishParams struct {
 	// just freed up straight to the next jobs, without a fetch round trip.
 	// It does none of JobFetch's upkeep (due jobs, expired leases, sweeps).
 	Fetch *JobFinishFetch
+	// Chain asks for chained leases as JobFetchParams.Chain does, behind
+	// the jobs Fetch leases and behind the chained jobs that take over
+	// the slots of the jobs finished here (their After is then cleared).
+	// A chained job takes over its slot whether or not Chain is set.
+	Chain bool
 }
 
 // JobFinishFetch asks JobFinish to lease jobs too.
@@ -336,6 +368,11 @@ type JobFinish struct {
 	Error string
 	// RunAt is when a Retry, Snooze or Again runs again.
 	RunAt time.Time
+	// Unchain puts the job chained behind this one, which the caller will
+	// not run (it is stopping), back at the head of its key's parked jobs,
+	// its attempt not counted, instead of handing it this job's slot: the
+	// freed slot then promotes it first, as when this job's lease expires.
+	Unchain bool
 }
 
 // JobFinishResult is the result of JobFinish.

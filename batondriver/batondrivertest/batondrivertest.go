@@ -32,6 +32,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver)
 func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
 	t.Run("Job", func(t *testing.T) { exerciseJobs(t, newDriver) })
 	t.Run("Key", func(t *testing.T) { exerciseKeys(t, newDriver) })
+	t.Run("Chain", func(t *testing.T) { exerciseChains(t, newDriver) })
 	t.Run("Unique", func(t *testing.T) { exerciseUnique(t, newDriver) })
 	t.Run("Schedule", func(t *testing.T) { exerciseSchedules(t, newDriver) })
 }

@@ -76,7 +76,15 @@ func (f *jobFixture) fetchP(p batondriver.JobFetchParams) *batondriver.JobFetchR
 	p.Queue = f.queue
 	res, err := f.d.JobFetch(f.ctx, &p)
 	require.NoError(f.t, err)
-	require.LessOrEqual(f.t, len(res.Jobs), p.Max)
+	leased := 0 // chained jobs come on top of Max
+	for _, j := range res.Jobs {
+		if j.After == "" {
+			leased++
+		} else {
+			require.True(f.t, p.Chain, "a chained job unasked for")
+		}
+	}
+	require.LessOrEqual(f.t, leased, p.Max)
 	return res
 }
 

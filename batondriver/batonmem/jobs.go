@@ -49,7 +49,8 @@ type queueState struct {
 	jobs map[string]*job // every job, by ID
 	// states holds each state's jobs, ordered for the transition that
 	// takes them out of it: scheduled by RunAt (promotion), available by
-	// priority then arrival (fetch), running by LeaseUntil (recovery),
+	// priority then arrival (fetch), running by LeaseUntil (recovery; a
+	// chained job last, never taken back on its own: see expiry),
 	// completed by expiry (sweep), cancelled, dead and dropped by
 	// FinishedAt. Parked jobs leave by their key's FIFO (jobKey.parked);
 	// their heap, by ParkedAt then park order, serves JobList and counts.
@@ -75,6 +76,13 @@ type queueState struct {
 }
 
 // job is one stored job. Its row is never handed out; callers get copies.
+//
+// A chained job (see batondriver.JobFetchParams.Chain) is running, holds no
+// slot of its key, and has row.After = the ID of the job ahead of it, a
+// running holder of the same key whose next is the chained job; both links
+// are set and cleared together (chain, handOver, unchain, leave), so each
+// job is chained behind at most one job, has at most one job chained
+// behind it, and never both.
 type job struct {
 	row      batondriver.JobRow
 	seq      uint64    // when it entered its state, in the queue's order
@@ -84,6 +92,7 @@ type job struct {
 	busyDelay time.Duration // OnBusyReschedule's delay
 	period    time.Duration // UniquePeriod's window
 	parkElem  *list.Element // parked: its place in its key's parked queue
+	next      *job          // running: the job chained behind it, or nil
 }
 
 // jobWaiter is one JobWait call. granted is set, and ch signalled, when an
@@ -99,7 +108,7 @@ func newQueueState() *queueState {
 		states: map[batondriver.JobState]*jobHeap{
 			batondriver.JobStateScheduled: {less: timeThenSeq(runAt)},
 			batondriver.JobStateAvailable: {less: priorityThenSeq},
-			batondriver.JobStateRunning:   {less: timeThenSeq(leaseUntil)},
+			batondriver.JobStateRunning:   {less: timeThenSeq(expiry)},
 			batondriver.JobStateCompleted: {less: timeThenSeq(expireAt)},
 			batondriver.JobStateCancelled: {less: timeThenSeq(finishedAt)},
 			batondriver.JobStateDead:      {less: timeThenSeq(finishedAt)},
@@ -116,11 +125,23 @@ func newQueueState() *queueState {
 }
 
 func runAt(j *job) time.Time       { return j.row.RunAt }
-func leaseUntil(j *job) time.Time  { return j.row.LeaseUntil }
 func expireAt(j *job) time.Time    { return j.expireAt }
 func finishedAt(j *job) time.Time  { return j.row.FinishedAt }
 func attemptedAt(j *job) time.Time { return j.row.AttemptedAt }
 func parkedAt(j *job) time.Time    { return j.row.ParkedAt }
+
+// never is a time after every lease's end.
+var never = time.Date(9999, time.December, 31, 0, 0, 0, 0, time.UTC)
+
+// expiry is when the recovery takes a running job back: its LeaseUntil, or
+// never for a chained job, which goes back with the job ahead of it. A job
+// whose expiry changes while running is fixed in the running heap.
+func expiry(j *job) time.Time {
+	if j.row.After != "" {
+		return never
+	}
+	return j.row.LeaseUntil
+}
 
 func priorityThenSeq(a, b *job) bool {
 	if a.row.Priority != b.row.Priority {
@@ -492,7 +513,10 @@ func (q *queueState) conflict(u *batondriver.JobUnique, in *batondriver.JobInser
 // runs again or is dead. Unless the queue is paused, jobs it made available
 // and did not lease wake other fetchers, and a fetch that empties the
 // available jobs drops the queue's unclaimed wake tokens: nobody would find
-// a job.
+// a job. With Chain, the jobs chained behind the leased ones (see chain)
+// follow them in Jobs, with fences after theirs; they neither count toward
+// Max nor change More. A job chained behind an expired lease goes back to
+// its key's parked jobs first and is not counted in Recovered.
 func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
@@ -531,9 +555,10 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 	running := q.states[batondriver.JobStateRunning]
 	for range fetchBatch {
 		j := running.first()
-		if j == nil || j.row.LeaseUntil.After(now) {
+		if j == nil || expiry(j).After(now) {
 			break
 		}
+		q.unchain(j, now) // first, so that j's freed slot promotes it first
 		q.unlease(j)
 		made += q.release(j)
 		j.fail(now, errLeaseExpired)
@@ -569,9 +594,14 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 		return res, nil
 	}
 
-	res.Jobs = q.lease(p.Max, p.LeaseTTL, now)
+	leased := q.lease(p.Max, p.LeaseTTL, now)
+	var chained []*job
+	if p.Chain {
+		chained = q.chain(leased, now)
+	}
+	res.Jobs = rows(leased, chained)
 	available := q.states[batondriver.JobStateAvailable]
-	if len(res.Jobs) < p.Max {
+	if len(leased) < p.Max {
 		q.tokens = 0
 	} else {
 		res.More = available.Len() > 0
@@ -582,30 +612,49 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 	return res, nil
 }
 
-// lease leases up to max available jobs, in fetch order, for ttl from now:
-// the attempt counted, a fresh lease, a keyed job's next fence, unique
-// claims taken (running scope) or given up (queued scope).
-func (q *queueState) lease(max int, ttl time.Duration, now time.Time) []*batondriver.JobRow {
-	var out []*batondriver.JobRow
+// lease leases up to max available jobs, in fetch order, for ttl from now
+// (see start), and returns them in that order.
+func (q *queueState) lease(max int, ttl time.Duration, now time.Time) []*job {
+	var out []*job
 	available := q.states[batondriver.JobStateAvailable]
 	for len(out) < max && available.Len() > 0 {
 		j := available.first()
 		q.remove(j)
-		j.row.Attempt++
-		j.row.AttemptedAt = now
-		j.row.Lease = newLease()
-		j.row.LeaseUntil = now.Add(ttl)
-		if j.row.Key != "" {
-			j.row.Fence = q.nextFence(now)
+		q.start(j, now.Add(ttl), now)
+		out = append(out, j)
+	}
+	return out
+}
+
+// start leases j, in no state, until until: running, its attempt counted
+// and started now, a fresh lease, a keyed job's next fence, its unique
+// claim taken (running scope) or given up (queued scope). A chained job's
+// After is set beforehand, so that it enters running never to expire.
+func (q *queueState) start(j *job, until, now time.Time) {
+	j.row.Attempt++
+	j.row.AttemptedAt = now
+	j.row.Lease = newLease()
+	j.row.LeaseUntil = until
+	if j.row.Key != "" {
+		j.row.Fence = q.nextFence(now)
+	}
+	switch j.row.UniqueScope {
+	case batondriver.UniqueRunning:
+		q.claim(j, now)
+	case batondriver.UniqueQueued:
+		q.unclaim(j)
+	}
+	q.add(j, batondriver.JobStateRunning)
+}
+
+// rows returns copies of the rows of the jobs of each list, in order; nil
+// if there are none.
+func rows(lists ...[]*job) []*batondriver.JobRow {
+	var out []*batondriver.JobRow
+	for _, js := range lists {
+		for _, j := range js {
+			out = append(out, j.copyRow())
 		}
-		switch j.row.UniqueScope {
-		case batondriver.UniqueRunning:
-			q.claim(j, now)
-		case batondriver.UniqueQueued:
-			q.unclaim(j)
-		}
-		q.add(j, batondriver.JobStateRunning)
-		out = append(out, j.copyRow())
 	}
 	return out
 }
@@ -678,7 +727,9 @@ func (d *Driver) JobWait(ctx context.Context, p *batondriver.JobWaitParams) erro
 }
 
 // JobExtend implements batondriver.JobDriver. A lease that has expired is
-// never extended, even before a fetch takes its job back.
+// never extended, even before a fetch takes its job back. Extending a
+// chained job extends the job ahead of it, and the reverse: both keep one
+// LeaseUntil.
 func (d *Driver) JobExtend(_ context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
@@ -703,10 +754,22 @@ func (d *Driver) JobExtend(_ context.Context, p *batondriver.JobExtendParams) (*
 			res.Lost = append(res.Lost, l.ID)
 			continue
 		}
-		j.row.LeaseUntil = now.Add(p.TTL)
-		heap.Fix(q.states[batondriver.JobStateRunning], j.pos[0])
+		q.extend(j, now.Add(p.TTL))
 	}
 	return res, nil
+}
+
+// extend makes the held lease of j last until until, and with it the lease
+// of the job chained behind j or of the job ahead of j: a chain lives on
+// one lease.
+func (q *queueState) extend(j *job, until time.Time) {
+	running := q.states[batondriver.JobStateRunning]
+	for _, x := range [...]*job{q.ahead(j), j, j.next} {
+		if x != nil {
+			x.row.LeaseUntil = until
+			heap.Fix(running, x.pos[0])
+		}
+	}
 }
 
 // JobFinish implements batondriver.JobDriver. A lease that has expired is
@@ -714,7 +777,12 @@ func (d *Driver) JobExtend(_ context.Context, p *batondriver.JobExtendParams) (*
 // or dead outcome is recorded even when empty; that of an Again, a
 // successful end, is not. A Retry, Snooze or Again whose RunAt is not in the
 // future admits the job at once (RunAt now): available, and a waiter woken,
-// or parked behind its key's parked jobs.
+// or parked behind its key's parked jobs. A job chained behind a finished
+// job takes over its slot first (see leave), unless the outcome asks to
+// Unchain it: then it goes back to its key's parked jobs as when the lease
+// of the job ahead expires (see unchain). With Chain, jobs are chained
+// behind those, in the order of the outcomes, then behind the jobs Fetch
+// leases, and follow the leased jobs in Jobs.
 func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
@@ -746,14 +814,21 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 	res := &batondriver.JobFinishResult{}
 	q := s.queues[p.Queue]
 	woken := 0
+	var heirs []*job // chained jobs that took over a slot, in outcome order
 	for _, f := range p.Finished {
 		j := q.held(f.ID, f.Lease, now)
 		if j == nil {
 			res.Stale = append(res.Stale, f.ID)
 			continue
 		}
-		q.unlease(j)
-		woken += q.release(j)
+		if f.Unchain {
+			q.unchain(j, now) // then j's freed slot promotes it first
+		}
+		heir, promoted := q.leave(j)
+		woken += promoted
+		if heir != nil {
+			heirs = append(heirs, heir)
+		}
 		if j.row.UniqueScope == batondriver.UniqueRunning {
 			q.unclaim(j)
 		}
@@ -798,13 +873,18 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 			}
 		}
 	}
+	var leased, chained []*job
 	if p.Fetch != nil && q != nil && !q.paused {
-		res.Jobs = q.lease(p.Fetch.Max, p.Fetch.LeaseTTL, now)
+		leased = q.lease(p.Fetch.Max, p.Fetch.LeaseTTL, now)
 		woken = min(woken, q.states[batondriver.JobStateAvailable].Len())
-		if len(res.Jobs) < p.Fetch.Max {
+		if len(leased) < p.Fetch.Max {
 			woken = 0
 		}
 	}
+	if p.Chain && q != nil {
+		chained = q.chain(append(heirs, leased...), now)
+	}
+	res.Jobs = rows(leased, chained)
 	if woken > 0 {
 		q.wake(woken)
 	}

@@ -193,6 +193,116 @@ func (q *queueState) demote(k *jobKey, now time.Time) {
 	}
 }
 
+// chain leases behind each job of aheads, in order, the head parked job of
+// its key (batondriver.JobFetchParams.Chain), unless the queue is paused or
+// has a job available. Only a running keyed job that is not chained and
+// has no job chained behind it gets one. Each chained job is started (see
+// start) with the next fence, the LeaseUntil of the job ahead and After
+// set; it holds no slot, and leaves its key's parked jobs. It returns the
+// chained jobs in order.
+func (q *queueState) chain(aheads []*job, now time.Time) []*job {
+	if q.paused || q.states[batondriver.JobStateAvailable].Len() > 0 {
+		return nil
+	}
+	var out []*job
+	for _, h := range aheads {
+		if h.row.Key == "" || h.row.State != batondriver.JobStateRunning || h.row.After != "" || h.next != nil {
+			continue
+		}
+		k := q.keys[h.row.Key] // h holds a slot: the key is active
+		// A key over its limit (it was lowered, or halted) chains no more:
+		// the holders beyond it finish and hand on nothing.
+		if k.parked.Len() == 0 || len(k.holders) > k.limitFor(h) {
+			continue
+		}
+		c := k.parked.Front().Value.(*job)
+		q.remove(c) // also out of k.parked
+		c.row.After = h.row.ID
+		q.start(c, h.row.LeaseUntil, now)
+		h.next = c
+		out = append(out, c)
+	}
+	return out
+}
+
+// ahead returns the job that j is chained behind, or nil.
+func (q *queueState) ahead(j *job) *job {
+	if j.row.After == "" {
+		return nil
+	}
+	if h := q.jobs[j.row.After]; h != nil && h.next == j {
+		return h
+	}
+	return nil
+}
+
+// leave takes j, whose lease is held, out of running, its lease forgotten,
+// and out of its chain. If a job is chained behind j, it takes over j's
+// key slot and LeaseUntil and runs on its own from then on: leave returns
+// it, and promotes nothing. Else j's slot is freed and its key's parked
+// jobs promoted: leave returns how many. A chained j holds no slot: it
+// frees none, and the job ahead of it is left with none behind it.
+func (q *queueState) leave(j *job) (heir *job, promoted int) {
+	heir = q.handOver(j) // before unlease, which forgets j's LeaseUntil
+	q.unlease(j)
+	if j.row.After != "" {
+		if h := q.ahead(j); h != nil {
+			h.next = nil
+		}
+		j.row.After = ""
+		return nil, 0
+	}
+	if heir != nil {
+		return heir, 0
+	}
+	return nil, q.release(j)
+}
+
+// handOver gives h's key slot and LeaseUntil to the job chained behind h,
+// if any, which leaves the chain, now expiring as any running job, and is
+// returned; else it returns nil.
+func (q *queueState) handOver(h *job) *job {
+	c := h.next
+	if c == nil {
+		return nil
+	}
+	h.next = nil
+	k := q.keys[h.row.Key]
+	delete(k.holders, h.row.ID)
+	k.holders[c.row.ID] = c
+	c.row.After = ""
+	c.row.LeaseUntil = h.row.LeaseUntil
+	heap.Fix(q.states[batondriver.JobStateRunning], c.pos[0])
+	return c
+}
+
+// unchain puts the job chained behind h, if any, back at the head of its
+// key's parked jobs, as h's lease expired or h's outcome asked to (the
+// chained job will not run): parked since the time it was parked before,
+// its attempt not counted, its lease and After cleared, its fence kept,
+// and its unique claim given up (running scope) or taken again if free
+// (queued scope). h keeps its slot: the caller frees it next, which
+// promotes that job first.
+func (q *queueState) unchain(h *job, now time.Time) {
+	c := h.next
+	if c == nil {
+		return
+	}
+	h.next = nil
+	q.unlease(c)
+	c.row.After = ""
+	c.row.Attempt--
+	switch c.row.UniqueScope {
+	case batondriver.UniqueRunning:
+		q.unclaim(c)
+	case batondriver.UniqueQueued:
+		if q.claimOf(c.row.Unique, now) == nil {
+			q.claim(c, now)
+		}
+	}
+	q.park(q.keys[c.row.Key], c, c.row.ParkedAt, true) // its parked time kept
+}
+
 // nextFence returns the queue's next fencing token, remembered as its last:
 // strictly above every earlier one of the queue, so of each of its keys,
 // however often a key went idle and was forgotten, and never below now in

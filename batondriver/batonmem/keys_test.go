@@ -250,26 +250,30 @@ func TestPeriodClaimsLapse(t *testing.T) {
 }
 
 // checkKeys fails the test unless every queue's keys agree with its jobs:
-// holders are exactly the available and running jobs of a key, the parked
-// queue exactly its parked jobs, only active keys kept;
-// no parked job waits while its key has a slot for it; and every claim but
-// a period claim belongs to a job in a state of its scope.
+// holders are exactly the available and running jobs of a key but the
+// chained ones, the parked queue exactly its parked jobs, only active keys
+// kept; no parked job waits while its key has a slot for it; every claim
+// but a period claim belongs to a job in a state of its scope; and chains
+// are linked both ways (checkChains).
 func checkKeys(t *testing.T, d *Driver) {
 	t.Helper()
 	d.jobs.mu.Lock()
 	defer d.jobs.mu.Unlock()
 	for _, q := range d.jobs.queues {
 		checkIndexes(t, q)
+		checkChains(t, q)
 		holders, parked := map[string]int{}, map[string]int{}
 		for _, j := range q.jobs {
 			if j.row.Key == "" {
 				continue
 			}
-			switch j.row.State {
-			case batondriver.JobStateAvailable, batondriver.JobStateRunning:
+			switch {
+			case j.row.After != "":
+				require.Nil(t, q.keys[j.row.Key].holders[j.row.ID], "chained job %s holds a slot", j.row.ID)
+			case j.row.State == batondriver.JobStateAvailable, j.row.State == batondriver.JobStateRunning:
 				holders[j.row.Key]++
 				require.Same(t, j, q.keys[j.row.Key].holders[j.row.ID], "holder %s not in its key", j.row.ID)
-			case batondriver.JobStateParked:
+			case j.row.State == batondriver.JobStateParked:
 				parked[j.row.Key]++
 				require.Same(t, j, j.parkElem.Value, "parked job %s", j.row.ID)
 			}
@@ -308,9 +312,37 @@ func checkKeys(t *testing.T, d *Driver) {
 	}
 }
 
+// checkChains fails the test unless every chained job is running behind a
+// running keyed job of its key that is not chained, that names it as its
+// next and shares its LeaseUntil, and every next is such a chained job.
+func checkChains(t *testing.T, q *queueState) {
+	t.Helper()
+	for _, j := range q.jobs {
+		if j.next != nil {
+			require.Same(t, j.next, q.jobs[j.next.row.ID], "job %s chained behind %s is gone", j.next.row.ID, j.row.ID)
+			require.Equal(t, j.row.ID, j.next.row.After, "job %s has next %s, chained elsewhere", j.row.ID, j.next.row.ID)
+		}
+		if j.row.After == "" {
+			continue
+		}
+		h := q.jobs[j.row.After]
+		require.NotNil(t, h, "job %s chained behind a gone job", j.row.ID)
+		require.Same(t, j, h.next, "job %s chained behind %s, which does not name it", j.row.ID, h.row.ID)
+		require.Equal(t, batondriver.JobStateRunning, j.row.State)
+		require.Equal(t, batondriver.JobStateRunning, h.row.State)
+		require.Empty(t, h.row.After, "job %s chained behind chained %s", j.row.ID, h.row.ID)
+		require.Nil(t, j.next, "a job chained behind chained %s", j.row.ID)
+		require.Equal(t, h.row.Key, j.row.Key)
+		require.Same(t, h, q.keys[h.row.Key].holders[h.row.ID], "job %s ahead holds no slot", h.row.ID)
+		require.Equal(t, h.row.LeaseUntil, j.row.LeaseUntil, "chained %s and %s differ in lease", j.row.ID, h.row.ID)
+		require.Greater(t, j.row.Fence, h.row.Fence)
+	}
+}
+
 // TestKeysStayConsistent runs random keyed and unique transitions, with
 // leases and delays short enough to expire, limits changed on the way, and
-// checks the keys and claims after each.
+// chained leases asked for at random, and checks the keys, claims and
+// chains after each.
 func TestKeysStayConsistent(t *testing.T) {
 	f := keysSetup(t)
 	d, ctx := f.d, t.Context()
@@ -329,8 +361,17 @@ func TestKeysStayConsistent(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(rng.IntN(n)) * time.Millisecond }
 	var leased []*batondriver.JobRow
 	var all []string
+	chained := 0
+	lease := func(rows []*batondriver.JobRow) {
+		for _, r := range rows {
+			if r.After != "" {
+				chained++
+			}
+		}
+		leased = append(leased, rows...)
+	}
 	for range 2000 {
-		switch rng.IntN(10) {
+		switch rng.IntN(11) {
 		case 0, 1, 2:
 			var jobs []*batondriver.JobInsert
 			for range 1 + rng.IntN(4) {
@@ -355,22 +396,30 @@ func TestKeysStayConsistent(t *testing.T) {
 				}
 			}
 		case 3, 4:
-			res, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: keysQueue, Max: 1 + rng.IntN(3),
-				LeaseTTL: time.Millisecond + ms(5), RecoverDelay: ms(3), DroppedRetention: ms(20)})
+			res, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: keysQueue, Max: rng.IntN(6),
+				LeaseTTL: time.Millisecond + ms(5), RecoverDelay: ms(3), DroppedRetention: ms(20), Chain: rng.IntN(2) == 0})
 			require.NoError(t, err)
-			leased = append(leased, res.Jobs...)
+			lease(res.Jobs)
 		case 5, 6:
 			if len(leased) == 0 {
 				continue
 			}
-			i := rng.IntN(len(leased))
-			r := leased[i]
-			leased = append(leased[:i], leased[i+1:]...)
-			_, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: keysQueue, Retention: ms(5), Finished: []*batondriver.JobFinish{{
-				JobLease: batondriver.JobLease{ID: r.ID, Lease: r.Lease}, Outcome: outcomes[rng.IntN(len(outcomes))],
-				RunAt: time.Now().Add(ms(6) - 3*time.Millisecond),
-			}}})
+			p := &batondriver.JobFinishParams{Queue: keysQueue, Retention: ms(5), Chain: rng.IntN(2) == 0}
+			for range 1 + rng.IntN(min(3, len(leased))) {
+				i := rng.IntN(len(leased))
+				r := leased[i]
+				leased = append(leased[:i], leased[i+1:]...)
+				p.Finished = append(p.Finished, &batondriver.JobFinish{
+					JobLease: batondriver.JobLease{ID: r.ID, Lease: r.Lease}, Outcome: outcomes[rng.IntN(len(outcomes))],
+					RunAt: time.Now().Add(ms(6) - 3*time.Millisecond), Unchain: rng.IntN(4) == 0,
+				})
+			}
+			if rng.IntN(2) == 0 {
+				p.Fetch = &batondriver.JobFinishFetch{Max: 1 + rng.IntN(2), LeaseTTL: time.Millisecond + ms(5)}
+			}
+			res, err := d.JobFinish(ctx, p)
 			require.NoError(t, err)
+			lease(res.Jobs)
 		case 7:
 			p := &batondriver.KeySetLimitParams{Queue: keysQueue, Key: keys[rng.IntN(len(keys))], Limit: rng.IntN(4), Reset: rng.IntN(3) == 0}
 			_, err := d.KeySetLimit(ctx, p)
@@ -385,10 +434,19 @@ func TestKeysStayConsistent(t *testing.T) {
 				continue
 			}
 			_ = d.JobDelete(ctx, &batondriver.JobGetParams{Queue: keysQueue, ID: all[rng.IntN(len(all))]})
+		case 10:
+			if len(leased) == 0 {
+				continue
+			}
+			r := leased[rng.IntN(len(leased))]
+			_, err := d.JobExtend(ctx, &batondriver.JobExtendParams{Queue: keysQueue, TTL: time.Millisecond + ms(5),
+				Leases: []batondriver.JobLease{{ID: r.ID, Lease: r.Lease}}})
+			require.NoError(t, err)
 		}
 		checkKeys(t, d)
 	}
+	require.Positive(t, chained, "no job was ever chained")
 	st, err := d.QueueStats(ctx, &batondriver.QueueParams{Queue: keysQueue})
 	require.NoError(t, err)
-	t.Logf("counts at the end: %v, %d keys, %d dropped", st.Counts, st.Keys, st.Dropped)
+	t.Logf("counts at the end: %v, %d keys, %d dropped, %d jobs chained", st.Counts, st.Keys, st.Dropped, chained)
 }

@@ -21,3 +21,11 @@ func msUntil(score string, now int64) time.Duration {
 	}
 	return time.Duration(int64(f)-now) * time.Millisecond
 }
+
+// flag is a boolean argument of a script: "1" or "0".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

@@ -285,7 +285,7 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Max %d, LeaseTTL %v, RecoverDelay %v, DeadRetention %v, DroppedRetention %v",
 			batondriver.ErrBadParams, p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention, p.DroppedRetention))
 	}
-	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max), ms(p.DeadRetention), ms(p.DroppedRetention)}
+	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max), ms(p.DeadRetention), ms(p.DroppedRetention), flag(p.Chain)}
 	arr, err := d.scripts.jobFetch.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, args).ToArray()
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
@@ -404,8 +404,8 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		return &batondriver.JobFinishResult{}, nil
 	}
 	ids := make([]string, len(p.Finished))
-	args := make([]string, 0, 4+5*len(p.Finished))
-	args = append(args, ms(p.Retention), itoa(fetchMax), ms(fetchTTL), leases)
+	args := make([]string, 0, 5+6*len(p.Finished))
+	args = append(args, ms(p.Retention), itoa(fetchMax), ms(fetchTTL), leases, flag(p.Chain))
 	for i, f := range p.Finished {
 		if f == nil || f.ID == "" || f.Lease == "" {
 			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: outcome #%d: nil, or empty ID or lease", batondriver.ErrBadParams, i))
@@ -417,7 +417,7 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: unknown outcome %q", batondriver.ErrBadParams, f.Outcome))
 		}
 		ids[i] = f.ID
-		args = append(args, f.ID, f.Lease, string(f.Outcome), f.Error, strconv.FormatInt(runAtMS(f.RunAt), 10))
+		args = append(args, f.ID, f.Lease, string(f.Outcome), f.Error, strconv.FormatInt(runAtMS(f.RunAt), 10), flag(f.Unchain))
 	}
 	arr, err := d.scripts.jobFinish.Exec(ctx, d.client, d.queueKeys(p.Queue).withJobs(ids...), args).ToArray()
 	if err != nil {
@@ -615,14 +615,13 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 // fetcher per available job (at most 64).
 func (d *Driver) QueuePause(ctx context.Context, p *batondriver.QueuePauseParams) error {
 	op := "pause"
-	flag := "1"
 	if p.Resume {
-		op, flag = "resume", "0"
+		op = "resume"
 	}
 	if err := checkQueue(p.Queue); err != nil {
 		return jobErr(op, p.Queue, err)
 	}
-	if err := d.scripts.jobPause.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, []string{flag}).Error(); err != nil {
+	if err := d.scripts.jobPause.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, []string{flag(!p.Resume)}).Error(); err != nil {
 		return jobErr(op, p.Queue, err)
 	}
 	return nil
@@ -669,7 +668,7 @@ func codeErr(code int64, id, state string) error {
 // jobFields are a job hash's fields, in the order of F in lua/joblib.lua.
 var jobFields = [...]string{"kind", "args", "prio", "state", "attempt", "max", "tags", "meta",
 	"created", "run_at", "attempted", "finished", "errors", "lease", "lease_until",
-	"key", "limit", "onbusy", "delay", "fence", "ukey", "uscope", "runs", "parked"}
+	"key", "limit", "onbusy", "delay", "fence", "ukey", "uscope", "runs", "parked", "after"}
 
 // The positions of the fields in jobFields.
 const (
@@ -697,6 +696,7 @@ const (
 	fieldUniqueScope
 	fieldRuns
 	fieldParked
+	fieldAfter
 )
 
 // rows converts a reply of jobs, each an ID followed by the array of its
@@ -765,6 +765,7 @@ func rowFrom(queue, id string, f []rueidis.RedisMessage) (*batondriver.JobRow, e
 		UniqueScope: batondriver.UniqueScope(s(fieldUniqueScope)),
 		Runs:        n(fieldRuns),
 		ParkedAt:    t(fieldParked),
+		After:       s(fieldAfter),
 	}
 	row.Fence, _ = strconv.ParseInt(s(fieldFence), 10, 64)
 	if v := s(fieldArgs); v != "" {

@@ -14,6 +14,8 @@
 -- ARGV[5] dead retention in ms: dead and cancelled jobs that finished longer
 --         ago are deleted; "0" keeps them
 -- ARGV[6] dropped retention in ms, the same for dropped jobs
+-- ARGV[7] "1" to chain jobs behind the keyed jobs leased (see lease in
+--         joblib.lua), else "0"
 --
 -- Returns {server ms, paused (0|1), recovered count, earliest scheduled
 -- run_at or false, more (1 if n jobs were leased and more are available,
@@ -26,7 +28,9 @@
 --  2. running jobs whose lease_until has come are taken back, their key
 --     slots freed (promoting parked jobs), their attempt counted and the
 --     error "lease expired" recorded: dead if the attempts are used up, else
---     scheduled RecoverDelay from now (admitted at once if 0);
+--     scheduled RecoverDelay from now (admitted at once if 0); a job chained
+--     behind one of them goes back to the head of its key's parked jobs
+--     first, its attempt not counted;
 --  3. completed jobs whose retention ended are deleted, and so are dead and
 --     cancelled jobs older than the dead retention, dropped ones older than
 --     the dropped retention, and lapsed period claims of unique keys.
@@ -84,13 +88,17 @@ if #expired > 0 then
   local sched, dead = {}, {}
   for _, id in ipairs(expired) do
     local key = J .. id
-    local v = redis.call('HMGET', key, 'attempt', 'max', 'prio', 'errors', 'key', 'limit', 'ukey', 'uscope')
+    local v = redis.call('HMGET', key, 'attempt', 'max', 'prio', 'errors', 'key', 'limit', 'ukey', 'uscope', 'next')
     if v[1] then
       local attempt = tonumber(v[1])
       local errors = add_error({errors = v[4]}, attempt, now, 'lease expired')
+      local t = {'errors', errors, 'lease', '', 'lease_until', ''}
+      if v[9] and v[9] ~= '' then
+        unchain(v[9], id)
+        put(t, 'next', '')
+      end
       release(avail, id, v[5])
       if v[8] == 'running' or attempt >= tonumber(v[2]) then unclaim(v[7], id) end
-      local t = {'errors', errors, 'lease', '', 'lease_until', ''}
       if attempt >= tonumber(v[2]) then
         put(t, 'state', 'dead', 'finished', snow)
         dead[#dead + 1] = now
@@ -155,7 +163,7 @@ if mv[1] == '1' then
 end
 
 local out = {now, 0, #expired, next_run_at, 0}
-local n, left, made = lease(out, max, ttl, ARGV[4], now, tonumber(mv[2]) or 0, avail)
+local n, left, made = lease(out, max, ttl, ARGV[4], now, tonumber(mv[2]) or 0, avail, ARGV[7] == '1', {})
 if n < max then
   redis.call('DEL', W)
 else

@@ -8,9 +8,11 @@
 -- ARGV[2] how many available jobs to lease to the caller afterwards (0:
 --         none), ARGV[3] their lease TTL in ms, ARGV[4] their leases, as
 --         for job_fetch.lua
--- ARGV[5i..5i+4] for the i-th job: ID, lease, outcome (completed, retry,
+-- ARGV[5] "1" to chain jobs behind the jobs leased and behind the chained
+--         jobs handed a slot here (see lease in joblib.lua), else "0"
+-- ARGV[6i..6i+5] for the i-th job: ID, lease, outcome (completed, retry,
 --   snooze, cancel, dead, again), error, run_at in ms for retry, snooze and
---   again ("0": now)
+--   again ("0": now), "1" to unchain the job chained behind it (else "0")
 --
 -- Returns {the number of stale outcomes, their 1-based indexes, then per
 -- job leased its ID and fields (F in joblib.lua)}. A stale outcome's job
@@ -22,7 +24,12 @@
 -- is leased from a paused queue.
 --
 -- Every outcome clears the lease and first frees the job's key slot,
--- promoting the key's parked jobs into the freed slots (docs/concurrency.md).
+-- promoting the key's parked jobs into the freed slots (docs/concurrency.md)
+-- — unless a job is chained behind it: that job takes over the slot and the
+-- lease_until instead, and nothing is promoted; or, asked to unchain it,
+-- puts it back at the head of the parked jobs first (see unchain in
+-- joblib.lua). A chained job's own outcome, recorded before the outcome of
+-- the job ahead, frees no slot.
 -- Then (docs/job-states.md):
 --   completed: deleted, or kept in C until now + retention, finished = now;
 --   retry:     error recorded; dead if attempt >= max, else scheduled at
@@ -52,14 +59,15 @@ local function finish(key, id, state, set, t)
   set[#set + 1] = id
 end
 
--- Complete job id at key, its lease cleared, kept until now + retention.
--- Its fields go to HSET directly: this runs for most outcomes.
-local function complete(key, id)
+-- Complete job id at key, its lease cleared, kept until now + retention;
+-- x lists more fields to write, or is nil. Its fields go to HSET directly:
+-- this runs for most outcomes.
+local function complete(key, id, x)
   if retention == 0 then
     gone[#gone + 1] = key
     return
   end
-  redis.call('HSET', key, 'lease', '', 'lease_until', '', 'state', 'completed', 'finished', snow)
+  redis.call('HSET', key, 'lease', '', 'lease_until', '', 'state', 'completed', 'finished', snow, unpack(x or {}))
   completed[#completed + 1] = now + retention
   completed[#completed + 1] = id
 end
@@ -78,12 +86,43 @@ local function again(key, id, j, at, t)
   redis.call('HSET', key, unpack(t))
 end
 
+-- The chained jobs handed a slot, {id, lease, key, lease_until, limit}
+-- each, and their indexes there by ID: one whose own outcome comes later
+-- in the call is dropped from it (it no longer runs).
+local handed, handed_at = {}, {}
+
+-- Hand the slot of job id, whose fields (read below) are in v, to the job
+-- chained behind it, if any, or unchain that job if back is set; x gets the
+-- fields to clear in job id. Reports whether it handed the slot over.
+local function hand_over(id, v, x, back)
+  if v[14] and v[14] ~= '' then put(x, 'after', '') end
+  local c = v[13]
+  if not c or c == '' then return false end
+  put(x, 'next', '')
+  if back then
+    unchain(c, id)
+    return false
+  end
+  local cv = redis.call('HMGET', J .. c, 'state', 'after', 'lease', 'limit')
+  if cv[1] ~= 'running' or cv[2] ~= id then return false end
+  local h = K .. v[8] .. ':h'
+  redis.call('SREM', h, id)
+  redis.call('SADD', h, c)
+  handed[#handed + 1] = {c, cv[3], v[8], v[3], cv[4]}
+  handed_at[c] = #handed
+  return true
+end
+
 for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
   local key = KEYS[FIRST_JOB_KEY + i - 1]
-  local a = 5 * i
+  local a = 6 * i
   local id, held, outcome, msg, run_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4])
   local v = redis.call('HMGET', key, 'state', 'lease', 'lease_until', 'attempt', 'max', 'prio', 'errors',
-    'key', 'limit', 'ukey', 'uscope', 'runs')
+    'key', 'limit', 'ukey', 'uscope', 'runs', 'next', 'after')
+  if handed_at[id] then
+    handed[handed_at[id]] = false
+    handed_at[id] = nil
+  end
   if v[1] ~= 'running' or v[2] ~= held or tonumber(v[3]) <= now then
     stale[#stale + 1] = i
   elseif outcome == 'completed' and (v[8] or '') == '' and (v[10] or '') == '' then
@@ -95,7 +134,8 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     ended[#ended + 1] = id
     local attempt = tonumber(v[4])
     local u, scope = v[10], v[11]
-    release(avail, id, v[8])
+    local x = {}
+    if not hand_over(id, v, x, ARGV[a + 5] == '1') then release(avail, id, v[8]) end
     -- The job leaves running: a claim while running ends, and one held
     -- until done ends if this outcome ends the job.
     local ends = not (outcome == 'snooze' or outcome == 'again'
@@ -103,10 +143,10 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     if ends or scope == 'running' then unclaim(u, id) end
     local j = {}
     j[FI.prio], j[FI.key], j[FI.limit] = v[6], v[8], v[9]
-    local t = {'lease', '', 'lease_until', ''}
+    local t = {'lease', '', 'lease_until', '', unpack(x)}
     local errors = function() return add_error({errors = v[7]}, attempt, now, msg) end
     if outcome == 'completed' then
-      complete(key, id)
+      complete(key, id, x)
     elseif outcome == 'retry' then
       put(t, 'errors', errors())
       if attempt >= tonumber(v[5]) then
@@ -121,7 +161,7 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
       local c = scope == 'queued' and redis.call('HGET', U, u)
       local other = c and string.sub(c, string.find(c, ':', 1, true) + 1)
       if other and other ~= id and QUEUED[redis.call('HGET', J .. other, 'state')] then
-        complete(key, id)
+        complete(key, id, x)
       else
         if scope == 'queued' then claim(u, id, 0) end
         put(t, 'attempt', '0', 'runs', int((tonumber(v[12]) or 0) + 1))
@@ -147,13 +187,19 @@ zadd(D, dead)
 zadd(X, cancelled)
 local out = {#stale}
 for i = 1, #stale do out[#out + 1] = stale[i] end
-local max = tonumber(ARGV[2])
+local still = {}
+for _, hd in ipairs(handed) do
+  if hd then still[#still + 1] = hd end
+end
+handed = still
+local max, chain = tonumber(ARGV[2]), ARGV[5] == '1'
 local mv = {}
-if max > 0 then mv = redis.call('HMGET', M, 'paused', 'fence') end
-if max == 0 or mv[1] == '1' then
+if max > 0 or (chain and #handed > 0) then mv = redis.call('HMGET', M, 'paused', 'fence') end
+if mv[1] == '1' then max, chain = 0, false end
+if max == 0 and #handed == 0 then
   wake(flush_available(avail))
   return out
 end
-local n, left, made = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, tonumber(mv[2]) or 0, avail)
+local n, left, made = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, tonumber(mv[2]) or 0, avail, chain, handed)
 if n == max and made > 0 then wake(math.min(made, left)) end
 return out

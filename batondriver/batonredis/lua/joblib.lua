@@ -43,18 +43,21 @@
 -- fence), so they keep rising across the key's idle spells.
 --
 -- THE ONE EXCEPTION to "no script builds a key from data": a fetch pops job
--- IDs from A and the sweeps find them in S, R and C, so no caller can name
--- those jobs, nor the concurrency keys stored in them, in advance. Such
+-- IDs from A and the sweeps find them in S, R and C, and a chained job and
+-- the job ahead of it name each other in their hashes (next, after), so no
+-- caller can name those jobs, nor the concurrency keys stored in them, in
+-- advance. Such
 -- scripts build a job key as J .. id and a concurrency key's keys as K .. k
 -- .. suffix. J and K are passed in KEYS, so the slot is declared, and every
 -- key built starts with one of them, so it carries the same hash tag {Q}
 -- and lives in the same Cluster slot: the script never leaves the slot it
 -- declared. Nothing else is built.
 --
--- A job hash holds the fields in F. Times are server ms as decimal strings;
--- a field not yet set is absent or "". Each job is in exactly one of A, S,
--- R, C, D, X, PK, Y, matching its state; with no retention a
--- completed job is deleted at once.
+-- A job hash holds the fields in F, and next (the ID of the job chained
+-- behind it, see chain_next; stale once that job's after no longer names
+-- it). Times are server ms as decimal strings; a field not yet set is
+-- absent or "". Each job is in exactly one of A, S, R, C, D, X, PK, Y,
+-- matching its state; with no retention a completed job is deleted at once.
 --
 -- Every redis.call costs one to two and a half microseconds of the server's
 -- single thread (docs/benchmarks.md), most of it the crossing between Lua
@@ -76,10 +79,11 @@ end
 -- jobs.go), and their positions.
 local F = {'kind', 'args', 'prio', 'state', 'attempt', 'max', 'tags', 'meta',
   'created', 'run_at', 'attempted', 'finished', 'errors', 'lease', 'lease_until',
-  'key', 'limit', 'onbusy', 'delay', 'fence', 'ukey', 'uscope', 'runs', 'parked'}
+  'key', 'limit', 'onbusy', 'delay', 'fence', 'ukey', 'uscope', 'runs', 'parked', 'after'}
 local FI = {kind = 1, args = 2, prio = 3, state = 4, attempt = 5, max = 6, tags = 7, meta = 8,
   created = 9, run_at = 10, attempted = 11, finished = 12, errors = 13, lease = 14, lease_until = 15,
-  key = 16, limit = 17, onbusy = 18, delay = 19, fence = 20, ukey = 21, uscope = 22, runs = 23, parked = 24}
+  key = 16, limit = 17, onbusy = 18, delay = 19, fence = 20, ukey = 21, uscope = 22, runs = 23, parked = 24,
+  after = 25}
 
 -- Arrival numbers per priority band; doubles are exact integers to 2^53, and
 -- priorities 0..MAX_PRIORITY (batondriver.MaxPriority) use scores below
@@ -400,11 +404,11 @@ local function promote(batch, k)
   return #promoted
 end
 
--- Free job id's slot of key k ("" or false: none) and promote.
+-- Free job id's slot of key k ("" or false: none) and promote. A job that
+-- holds no slot (a chained job, see chain_next) frees none.
 local function release(batch, id, k)
   if not k or k == '' then return end
-  redis.call('SREM', K .. k .. ':h', id)
-  promote(batch, k)
+  if redis.call('SREM', K .. k .. ':h', id) == 1 then promote(batch, k) end
 end
 
 -- Uniqueness claims: U maps a unique key to "expiry:id" (expiry "0" but for
@@ -478,6 +482,110 @@ local function key_info(k, holders)
   return out
 end
 
+-- Chained leases (batondriver.JobFetchParams.Chain). A chained job is
+-- running, in R with the score +inf (it is never taken back on its own),
+-- after = the ID of the job ahead of it, which holds the key's slot and has
+-- next = its ID. It leaves the chain by one of:
+--   the job ahead's outcome (job_finish.lua): it takes over the slot and
+--     lease_until, and its after is cleared (hand_over below);
+--   the job ahead's lease expiring (job_fetch.lua): back to the head of its
+--     key's parked jobs, its attempt not counted (unchain below);
+--   its own outcome, first: recorded as any other; it frees no slot.
+local CHAINED = '+inf'
+
+-- The lease of a chained job: derived from the lease of the job ahead (a
+-- secret only its holder knows) and the job's ID, so that the caller need
+-- not send a lease for every job that might be chained.
+local function chained_lease(ahead_lease, id)
+  return string.sub(redis.sha1hex(ahead_lease .. ':' .. id), 1, LEASE_LEN)
+end
+
+-- Start job id, whose fields are in v, under lease l until until_ (a
+-- number; suntil as a string): state running, its attempt counted, unique
+-- claims taken (running scope) or given up (queued scope), and fence, if
+-- not nil, as its fencing token. extra holds more fields to write, or nil.
+-- Updates v and writes the job with one HSET.
+local function start(key, id, v, l, snow, suntil, fence, extra)
+  local attempt = int(tonumber(v[FI.attempt]) + 1)
+  if v[FI.uscope] == 'running' then
+    claim(v[FI.ukey], id, 0)
+  elseif v[FI.uscope] == 'queued' then
+    unclaim(v[FI.ukey], id)
+  end
+  -- The fields go to HSET directly, without a table (see update): this
+  -- runs for every job leased.
+  v[FI.state], v[FI.attempt], v[FI.attempted], v[FI.lease], v[FI.lease_until] = 'running', attempt, snow, l, suntil
+  if not fence then
+    redis.call('HSET', key, 'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l,
+      'lease_until', suntil)
+    return
+  end
+  v[FI.fence] = int(fence)
+  if not extra then
+    redis.call('HSET', key, 'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l,
+      'lease_until', suntil, 'fence', v[FI.fence])
+    return
+  end
+  for i = 1, #extra, 2 do
+    if FI[extra[i]] then v[FI[extra[i]]] = extra[i + 1] end
+  end
+  redis.call('HSET', key, 'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l,
+    'lease_until', suntil, 'fence', v[FI.fence], unpack(extra))
+end
+
+-- Chain the next parked job of key k behind job ahead (lease l, lease_until
+-- suntil, default limit def), with fencing token fence: popped from the
+-- key's parked list (skipping IDs no longer parked, as promote does) and
+-- started, its score in R left to the caller. Appends its ID to
+-- batch.unparked (for PK). Returns its ID and fields, or nil if nothing was
+-- parked or the key has more holders than its limit (it was lowered or
+-- halted: the holders beyond it hand on nothing).
+local function chain_next(batch, ahead, l, k, def, snow, suntil, fence)
+  local h, p, m = key_keys(k)
+  if redis.call('LLEN', p) == 0 then return nil end
+  local limit = tonumber(redis.call('HGET', m, 'limit') or def) or 0
+  if redis.call('SCARD', h) > limit then return nil end
+  local popped = 0
+  while true do
+    local id = redis.call('LPOP', p)
+    if not id then break end
+    popped = popped + 1
+    batch.unparked[#batch.unparked + 1] = id
+    local key = J .. id
+    local v = load_job(key)
+    if v and v[FI.state] == 'parked' then
+      redis.call('ZINCRBY', KI, popped, k)
+      start(key, id, v, chained_lease(l, id), snow, suntil, fence, {'after', ahead})
+      return id, v
+    end
+  end
+  if popped > 0 then redis.call('ZINCRBY', KI, popped, k) end
+  return nil
+end
+
+-- Put chained job id back at the head of its key's parked jobs if it is
+-- still chained behind job ahead, whose lease expired: parked since its
+-- parked time, its attempt not counted, its unique claims as when it was
+-- parked. The caller frees the slot of the job ahead next, which then
+-- promotes it first.
+local function unchain(id, ahead)
+  local key = J .. id
+  local v = redis.call('HMGET', key, 'state', 'after', 'attempt', 'key', 'ukey', 'uscope', 'parked')
+  if v[1] ~= 'running' or v[2] ~= ahead then return end
+  local k = v[4]
+  redis.call('LPUSH', K .. k .. ':p', id)
+  redis.call('ZINCRBY', KI, -1, k)
+  redis.call('ZREM', R, id)
+  redis.call('ZADD', PK, tonumber(v[7]) or 0, id)
+  if v[6] == 'running' then
+    unclaim(v[5], id)
+  elseif v[6] == 'queued' and not redis.call('HGET', U, v[5]) then
+    claim(v[5], id, 0)
+  end
+  redis.call('HSET', key, 'state', 'parked', 'attempt', int(math.max(tonumber(v[3]) - 1, 0)),
+    'lease', '', 'lease_until', '', 'after', '')
+end
+
 -- Lease up to max available jobs, in fetch order (priority, then arrival),
 -- to the caller: each gets the next LEASE_LEN characters of leases as its
 -- lease, lasting ttl ms from now, its attempt counted, and, if keyed, the
@@ -490,6 +598,14 @@ end
 -- merged with them by priority; a job of the batch leased here never enters
 -- A, and the rest of the batch is flushed to A (a job of A popped but not
 -- taken, because the batch had more urgent ones, goes back with its score).
+--
+-- handed lists the chained jobs that just took over the slots of the jobs
+-- ahead of them (job_finish.lua), each {id, lease, k, lease_until, its
+-- default limit}: lease
+-- writes their new lease_until and puts them in R. Then, if chain is set
+-- and no job is left available, a job is chained behind each of them and
+-- behind each keyed job leased here whose key has parked jobs
+-- (chain_next); the chained jobs are appended to out after the leased ones.
 -- Returns how many jobs were taken; if that is max, how many are left
 -- available (else 0); and how many of the batch were flushed to A.
 --
@@ -501,8 +617,9 @@ end
 -- provided the server clock did not go back and the queue leased fewer than
 -- 1024 keyed jobs a millisecond. Strictly rising per queue, they rise per
 -- key. (Exact in a Lua number, a double, until the year 2248.)
-local function lease(out, max, ttl, leases, now, last, batch)
-  local popped = redis.call('ZPOPMIN', A, max)
+local function lease(out, max, ttl, leases, now, last, batch, chain, handed)
+  local popped = {}
+  if max > 0 then popped = redis.call('ZPOPMIN', A, max) end
   local np, nb = #popped / 2, #batch / 2
   -- The batch in fetch order: by priority, then as collected.
   local order = {}
@@ -534,42 +651,6 @@ local function lease(out, max, ttl, leases, now, last, batch)
     zadd(A, back)
   end
   local made = flush_available(batch, taken)
-
-  local running = {}
-  local fence = math.max(last, now * 1024 - 1)
-  local fenced = false
-  local snow = int(now)
-  local until_ = now + ttl
-  local suntil = int(until_)
-  for k, id in ipairs(ids) do
-    local key = J .. id
-    local v = load_job(key)
-    if v then
-      local attempt, l = int(tonumber(v[FI.attempt]) + 1), string.sub(leases, (k - 1) * LEASE_LEN + 1, k * LEASE_LEN)
-      if v[FI.uscope] == 'running' then
-        claim(v[FI.ukey], id, 0)
-      elseif v[FI.uscope] == 'queued' then
-        unclaim(v[FI.ukey], id)
-      end
-      -- The fields go to HSET directly, without a table (see update):
-      -- this runs for every job leased.
-      v[FI.state], v[FI.attempt], v[FI.attempted], v[FI.lease], v[FI.lease_until] = 'running', attempt, snow, l, suntil
-      if v[FI.key] and v[FI.key] ~= '' then
-        fence, fenced = fence + 1, true
-        v[FI.fence] = int(fence)
-        redis.call('HSET', key, 'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l,
-          'lease_until', suntil, 'fence', v[FI.fence])
-      else
-        redis.call('HSET', key, 'state', 'running', 'attempt', attempt, 'attempted', snow, 'lease', l,
-          'lease_until', suntil)
-      end
-      running[#running + 1] = until_
-      running[#running + 1] = id
-      push_job(out, id, v)
-    end
-  end
-  zadd(R, running)
-  if fenced then redis.call('HSET', M, 'fence', int(fence)) end
   -- Left available: A had more than it gave only if the pop was full.
   local n, left = #ids, 0
   if n == max then
@@ -579,5 +660,58 @@ local function lease(out, max, ttl, leases, now, last, batch)
       left = np - pi + 1 + made
     end
   end
+  chain = chain and left == 0
+
+  local running, chained, unparked = {}, {}, {unparked = {}}
+  local fence = math.max(last, now * 1024 - 1)
+  local fenced = false
+  local snow = int(now)
+  local until_ = now + ttl
+  local suntil = int(until_)
+  -- Chain job c behind job ahead (lease l, until u), if chain and its key
+  -- has parked jobs; returns the extra fields for the job ahead.
+  local function behind(ahead, l, k, def, u)
+    if not chain then return nil end
+    fence = fence + 1
+    local c, cv = chain_next(unparked, ahead, l, k, def, snow, int(u), fence)
+    if not c then
+      fence = fence - 1
+      return nil
+    end
+    fenced = true
+    running[#running + 1] = CHAINED
+    running[#running + 1] = c
+    chained[#chained + 1] = c
+    chained[#chained + 1] = cv
+    return {'next', c}
+  end
+  for _, hd in ipairs(handed) do
+    local id, u = hd[1], tonumber(hd[4])
+    local extra = behind(id, hd[2], hd[3], hd[5], u) or {}
+    redis.call('HSET', J .. id, 'after', '', 'lease_until', hd[4], unpack(extra))
+    running[#running + 1] = u
+    running[#running + 1] = id
+  end
+  for k, id in ipairs(ids) do
+    local key = J .. id
+    local v = load_job(key)
+    if v then
+      local l = string.sub(leases, (k - 1) * LEASE_LEN + 1, k * LEASE_LEN)
+      if v[FI.key] and v[FI.key] ~= '' then
+        fence, fenced = fence + 1, true
+        local own = fence
+        start(key, id, v, l, snow, suntil, own, behind(id, l, v[FI.key], v[FI.limit], until_))
+      else
+        start(key, id, v, l, snow, suntil)
+      end
+      running[#running + 1] = until_
+      running[#running + 1] = id
+      push_job(out, id, v)
+    end
+  end
+  for i = 1, #chained, 2 do push_job(out, chained[i], chained[i + 1]) end
+  zadd(R, running)
+  if #unparked.unparked > 0 then chunked('ZREM', PK, unparked.unparked) end
+  if fenced then redis.call('HSET', M, 'fence', int(fence)) end
   return n, left, made
 end

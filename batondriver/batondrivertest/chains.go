@@ -1,0 +1,297 @@
+package batondrivertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// fetchChain fetches up to max jobs with chained leases, for ttl.
+func (f *jobFixture) fetchChain(max int, ttl time.Duration) *batondriver.JobFetchResult {
+	f.t.Helper()
+	return f.fetchP(batondriver.JobFetchParams{Max: max, LeaseTTL: ttl, Chain: true})
+}
+
+// finishChain records outcomes (completed jobs kept an hour) asking for
+// chained leases, with fetch, if not nil; it requires none stale and
+// returns the jobs leased.
+func (f *jobFixture) finishChain(fetch *batondriver.JobFinishFetch, fs ...*batondriver.JobFinish) []*batondriver.JobRow {
+	f.t.Helper()
+	res, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Finished: fs,
+		Retention: time.Hour, Fetch: fetch, Chain: true})
+	require.NoError(f.t, err)
+	require.Empty(f.t, res.Stale)
+	return res.Jobs
+}
+
+// chain inserts three jobs of key k (limit 1) and fetches with chained
+// leases for ttl: a runs, b is chained behind it, c stays parked.
+func (f *jobFixture) chain(k string, ttl time.Duration, set ...func(j *batondriver.JobInsert)) (a, b, c *batondriver.JobRow) {
+	f.t.Helper()
+	js := f.insertRes(keyJob(k, 1), keyJob(k, 1, set...), keyJob(k, 1)).Jobs
+	got := f.fetchChain(1, ttl).Jobs
+	require.Equal(f.t, []string{js[0].ID, js[1].ID}, ids(got), "the holder, then the job chained behind it")
+	require.Empty(f.t, got[0].After)
+	require.Equal(f.t, got[0].ID, got[1].After)
+	return got[0], got[1], js[2]
+}
+
+// exerciseChains checks chained leases (JobFetchParams.Chain): a key's next
+// parked job leased behind its running job, taking over its slot when that
+// job's outcome is recorded, and back at the head of the parked jobs if
+// that job's lease expires instead.
+func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+	t.Run("FetchChainsNextParked", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 10*time.Second)
+		require.Greater(t, b.Fence, a.Fence, "a chained job's fence comes after the job ahead's")
+		require.Equal(t, running, b.State)
+		require.Equal(t, 1, b.Attempt, "a chained job's attempt is counted")
+		require.NotEmpty(t, b.Lease)
+		require.NotEqual(t, a.Lease, b.Lease)
+		requireNear(t, a.LeaseUntil, b.LeaseUntil, storeSlack, "the chained job's lease is the job ahead's")
+		g := f.get(b.ID)
+		require.Equal(t, a.ID, g.After)
+		require.Equal(t, running, g.State)
+		require.Empty(t, f.get(a.ID).After)
+		// Running, but no holder: the key's slot is a's.
+		f.requireKey(k, []string{a.ID}, 1, 1)
+		f.countsOf(map[batondriver.JobState]int{running: 2, parked: 1})
+		require.ElementsMatch(t, []string{a.ID, b.ID}, ids(f.list(running, 10, 0).Jobs))
+		require.Equal(t, []string{c.ID}, ids(f.list(parked, 10, 0).Jobs))
+		// One chained job per job ahead, and none behind a chained job.
+		require.Empty(t, f.fetchChain(5, 10*time.Second).Jobs)
+		f.requireKey(k, []string{a.ID}, 1, 1)
+	})
+
+	t.Run("NoChainUnasked", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		f.insertRes(keyJob(k, 1), keyJob(k, 1))
+		got := f.fetch(1).Jobs
+		require.Len(t, got, 1)
+		f.requireKey(k, []string{got[0].ID}, 1, 1)
+		require.Empty(t, f.fetch(1).Jobs)
+	})
+
+	t.Run("NoChainWhileOtherJobsAvailable", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js := f.insertRes(keyJob(k, 1), keyJob(k, 1), newJob()).Jobs
+		res := f.fetchChain(1, 10*time.Second)
+		require.Equal(t, []string{js[0].ID}, ids(res.Jobs), "another job waits: fairness before chaining")
+		require.True(t, res.More)
+		f.requireState(parked, js[1].ID)
+		f.requireState(available, js[2].ID)
+	})
+
+	t.Run("ChainOnceNothingElseAvailable", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js := f.insertRes(keyJob(k, 1), keyJob(k, 1), newJob()).Jobs
+		got := f.fetchChain(2, 10*time.Second).Jobs
+		require.Equal(t, []string{js[0].ID, js[2].ID, js[1].ID}, ids(got))
+		require.Equal(t, js[0].ID, got[2].After)
+	})
+
+	t.Run("NoChainWithoutParked", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		f.insertRes(keyJob(k, 2), keyJob(k, 2))
+		got := f.fetchChain(5, 10*time.Second).Jobs
+		require.Len(t, got, 2)
+		for _, r := range got {
+			require.Empty(t, r.After)
+		}
+	})
+
+	outcomes := []struct {
+		name    string
+		outcome batondriver.JobOutcome
+		runAt   time.Duration // from now; 0 for none
+		want    batondriver.JobState
+		parked  int // c, and a if it was parked again behind it
+	}{
+		{"Completed", batondriver.JobOutcomeCompleted, 0, completed, 1},
+		{"Retry", batondriver.JobOutcomeRetry, time.Hour, scheduled, 1},
+		{"Snooze", batondriver.JobOutcomeSnooze, time.Hour, scheduled, 1},
+		{"Cancel", batondriver.JobOutcomeCancel, 0, cancelled, 1},
+		{"Dead", batondriver.JobOutcomeDead, 0, dead, 1},
+		{"AgainNow", batondriver.JobOutcomeAgain, 0, parked, 2},
+	}
+	for _, o := range outcomes {
+		t.Run("FinishHandsSlotToChained"+o.name, func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			a, b, c := f.chain(k, 10*time.Second)
+			var at time.Time
+			if o.runAt != 0 {
+				at = time.Now().Add(o.runAt)
+			}
+			f.done(a, o.outcome, at)
+			f.requireState(o.want, a.ID)
+			g := f.get(b.ID)
+			require.Empty(t, g.After, "once the job ahead's outcome is recorded, b runs on its own")
+			require.Equal(t, running, g.State)
+			require.Equal(t, b.Lease, g.Lease, "b keeps its lease")
+			require.Equal(t, b.Fence, g.Fence)
+			requireNear(t, a.LeaseUntil, g.LeaseUntil, storeSlack, "b's lease lasts as a's did")
+			// b took a's slot; nothing was promoted.
+			f.requireKey(k, []string{b.ID}, 1, o.parked)
+			f.requireState(parked, c.ID)
+			require.Empty(t, f.fetch(5).Jobs)
+			// b's own outcome frees the slot for c, at the head.
+			f.complete(g)
+			f.requireState(available, c.ID)
+		})
+	}
+
+	t.Run("FinishUnchains", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 10*time.Second)
+		fin := outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{})
+		fin.Unchain = true
+		require.Empty(t, f.finishChain(nil, fin), "nothing chained: b does not run")
+		f.requireState(completed, a.ID)
+		// b went back to the head of the parked jobs, then took the freed
+		// slot: available before c, its attempt not counted.
+		g := f.get(b.ID)
+		require.Equal(t, available, g.State)
+		require.Zero(t, g.Attempt)
+		require.Empty(t, g.After)
+		f.requireKey(k, []string{b.ID}, 0, 1)
+		f.requireState(parked, c.ID)
+		require.Equal(t, []string{b.ID}, f.finish(time.Hour, outcome(b, batondriver.JobOutcomeCompleted, "", time.Time{})),
+			"b's chained lease is stale")
+	})
+
+	t.Run("FinishChainsBehindChained", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 10*time.Second)
+		d := f.insertIn(parked, keyJob(k, 1))
+		got := f.finishChain(nil, outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{}))
+		require.Equal(t, []string{c.ID}, ids(got), "c chained behind b, which took a's slot")
+		require.Equal(t, b.ID, got[0].After)
+		require.Greater(t, got[0].Fence, b.Fence)
+		requireNear(t, a.LeaseUntil, got[0].LeaseUntil, storeSlack)
+		f.requireKey(k, []string{b.ID}, 1, 1)
+		got = f.finishChain(nil, outcome(b, batondriver.JobOutcomeCompleted, "", time.Time{}))
+		require.Equal(t, []string{d.ID}, ids(got))
+		require.Equal(t, c.ID, got[0].After)
+		f.requireKey(k, []string{c.ID}, 1, 0)
+		// Nothing parked is left to chain behind d.
+		c2 := f.get(c.ID)
+		require.Empty(t, f.finishChain(nil, outcome(c2, batondriver.JobOutcomeCompleted, "", time.Time{})))
+		f.requireKey(k, []string{d.ID}, 1, 0)
+	})
+
+	t.Run("FinishFetchChainsBehindLeased", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		h := f.hold(k, 1, 10*time.Second)
+		p1 := f.insertIn(parked, keyJob(k, 1))
+		p2 := f.insertIn(parked, keyJob(k, 1))
+		got := f.finishChain(&batondriver.JobFinishFetch{Max: 1, LeaseTTL: 10 * time.Second},
+			outcome(h, batondriver.JobOutcomeCompleted, "", time.Time{}))
+		require.Equal(t, []string{p1.ID, p2.ID}, ids(got), "p1 promoted and leased, p2 chained behind it")
+		require.Empty(t, got[0].After)
+		require.Equal(t, p1.ID, got[1].After)
+		f.requireKey(k, []string{p1.ID}, 1, 0)
+	})
+
+	t.Run("HaltedKeyChainsNoMore", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 10*time.Second)
+		f.setLimit(k, 0)
+		// b was leased before the halt: it takes a's slot, but nothing is
+		// chained behind it, and c stays parked.
+		require.Empty(t, f.finishChain(nil, outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{})))
+		f.requireKey(k, []string{b.ID}, 1, 1)
+		require.Empty(t, f.finishChain(nil, outcome(f.get(b.ID), batondriver.JobOutcomeCompleted, "", time.Time{})))
+		f.requireState(parked, c.ID)
+	})
+
+	t.Run("BothOutcomesInOneCall", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 10*time.Second)
+		f.finishChain(nil, outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{}),
+			outcome(b, batondriver.JobOutcomeCompleted, "", time.Time{}))
+		f.requireState(completed, a.ID, b.ID)
+		require.Empty(t, f.list(running, 10, 0).Jobs, "b, handed a's slot and done in the same call, is not running")
+		f.requireState(available, c.ID)
+		f.requireKey(k, []string{c.ID}, 0, 0)
+	})
+
+	t.Run("ChainedOutcomeFirst", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 10*time.Second)
+		f.complete(b)
+		f.requireState(completed, b.ID)
+		// b held no slot: a still holds it, and c waits.
+		f.requireKey(k, []string{a.ID}, 1, 1)
+		f.requireState(parked, c.ID)
+		f.complete(a)
+		f.requireState(available, c.ID)
+		f.requireKey(k, []string{c.ID}, 0, 0)
+	})
+
+	t.Run("ExpiredAheadReturnsChainedToHead", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 50*time.Millisecond)
+		res := f.recover(batondriver.JobFetchParams{LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
+		require.Equal(t, 1, res.Recovered, "only the job ahead's lease is taken back")
+		f.requireState(scheduled, a.ID)
+		// b went back to the head of the parked jobs, then took the freed
+		// slot: available before c.
+		g := f.get(b.ID)
+		require.Equal(t, available, g.State)
+		require.Zero(t, g.Attempt, "a chained job that never ran has no attempt counted")
+		require.Empty(t, g.After)
+		require.Empty(t, g.Lease)
+		require.Empty(t, g.Errors)
+		f.requireKey(k, []string{b.ID}, 0, 1)
+		f.requireState(parked, c.ID)
+		got := f.fetch(5).Jobs
+		require.Equal(t, []string{b.ID}, ids(got))
+		require.Equal(t, 1, got[0].Attempt)
+		require.Greater(t, got[0].Fence, b.Fence)
+		// b's stale lease from the chain is worth nothing now.
+		require.Equal(t, []string{b.ID}, f.finish(time.Hour, outcome(b, batondriver.JobOutcomeCompleted, "", time.Time{})))
+	})
+
+	t.Run("ExtendChainedExtendsAhead", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, _ := f.chain(k, 300*time.Millisecond)
+		res := f.extend(10*time.Second, lease(b))
+		require.Empty(t, res.Lost)
+		requireNear(t, time.Now().Add(10*time.Second), f.get(a.ID).LeaseUntil, clockSlack, "the job ahead's lease extended")
+		requireNear(t, time.Now().Add(10*time.Second), f.get(b.ID).LeaseUntil, clockSlack)
+		time.Sleep(400 * time.Millisecond)
+		require.Zero(t, f.fetch(0).Recovered, "nothing expired")
+		f.requireState(running, a.ID, b.ID)
+		require.Equal(t, []string{b.ID}, f.extend(time.Second, batondriver.JobLease{ID: b.ID, Lease: a.Lease}).Lost)
+	})
+
+	t.Run("UniqueClaimsFollowTheChain", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		u := uniqueKey(t)
+		_, b, _ := f.chain(k, 50*time.Millisecond, uniq(u, inRunning, reject))
+		// Chained, b runs: it claims u while running.
+		f.insertAs(batondriver.JobRejected, uniqueJob(u, inRunning, reject))
+		f.recover(batondriver.JobFetchParams{LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
+		f.requireState(available, b.ID)
+		f.insertAs(batondriver.JobInserted, uniqueJob(u, inRunning, reject))
+	})
+}
