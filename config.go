@@ -87,6 +87,16 @@ type Config struct {
 	// expired leases. Default 1s.
 	PollInterval time.Duration
 
+	// DisableChaining turns off chained jobs. By default a client working
+	// one queue, when its queue has nothing else available, has the next
+	// parked job of a running job's concurrency key leased behind it, and
+	// starts that job on the same worker the moment the handler returns:
+	// a key's jobs follow one another without a round trip to the backend
+	// between them. The chained job is leased in advance, so lowering the
+	// key's limit or halting it (SetLimit) lets it run, like the running
+	// jobs: with chaining disabled, a halt stops every job not yet started.
+	DisableChaining bool
+
 	// AllowUnknownKinds lets a client with Workers insert kinds it has no
 	// worker for (another process runs them). Default false: such an insert
 	// is an error wrapping ErrUnknownKind. A client without Workers inserts

@@ -58,6 +58,13 @@ type execution struct {
 	// giveUp is when the heartbeat stops renewing the lease of a handler
 	// that ignores its timeout (zero: never); guarded by runner.mu.
 	giveUp time.Time
+	// next is the job chained behind this one (see chain), to run on the
+	// same worker once this handler returns; guarded by runner.mu.
+	next *JobRow
+	// chainDone, if not nil, is closed when the finish that may chain a job
+	// behind this one has returned: this one started chained, and the
+	// outcome of the job ahead of it, recorded with Chain, may bring it.
+	chainDone chan struct{}
 }
 
 type finishItem struct {
@@ -66,6 +73,10 @@ type finishItem struct {
 	// slot: the worker that ran the job is handed to the completer, which
 	// leases the next jobs for it in the same call (handoff).
 	slot bool
+	// chained is the execution of the job chained behind this one, started
+	// when this one returned: the finish may chain a job behind it in turn,
+	// and closes its chainDone once it returns.
+	chained *execution
 }
 
 // Start begins working the configured queues with Config.Concurrency
@@ -285,6 +296,7 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 		res, err := r.c.driver.JobFetch(ctx, &batondriver.JobFetchParams{
 			Queue: queue, Max: min(free, 100), LeaseTTL: r.cfg.LeaseTTL, RecoverDelay: r.cfg.RecoverDelay,
 			DeadRetention: r.cfg.DeadRetention, DroppedRetention: max(r.cfg.CompletedRetention, time.Millisecond),
+			Chain: r.chain(),
 		})
 		cancel()
 		if err != nil {
@@ -300,8 +312,8 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 		if !res.NextRunAt.IsZero() && (next.IsZero() || res.NextRunAt.Before(next)) {
 			next = res.NextRunAt
 		}
-		for _, row := range res.Jobs {
-			r.start(queue, row, sent, false)
+		if _, back := r.launch(queue, res.Jobs, sent, false, nil); len(back) > 0 {
+			r.finish(queue, back, 0, nil)
 		}
 		if res.More && !upkeep {
 			// The queue has more jobs than it was asked for: a worker
@@ -354,30 +366,74 @@ func (r *runner) waker(queue string) {
 // lease over (as in batonlock: 1% plus 2ms).
 func leaseMargin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
-// start runs a fetched job on a free worker; a worker handed to the
-// completer (reserved) is already counted as busy.
+// launch starts the jobs a fetch or finish sent at sent leased: each on a
+// free worker or, if reserved, on one of the workers handed to the
+// completer. It makes each chained job the next job of the one it is
+// chained behind: one of these, one running, or one of chained (the
+// executions whose chainDone the caller closes next, which may have
+// returned already).
 //
-// It reports false, starting nothing, once Stop waits for the executions:
-// the caller gives the job back.
-func (r *runner) start(queue string, row *JobRow, sent time.Time, reserved bool) bool {
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.fetchCtx))
-	e := &execution{queue: queue, row: row, ctx: ctx, cancel: cancel}
+// It returns how many jobs it started, and the outcomes that give back the
+// jobs it cannot run, for the caller to record: the leased ones once Stop
+// waits for the executions, and the chained ones whose job ahead is not
+// here (it returned before they came, or has a job chained already).
+// Given back, a job runs again at once, its attempt not counted.
+func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved bool, chained []*execution) (int, []*batondriver.JobFinish) {
+	until := sent.Add(r.cfg.LeaseTTL - leaseMargin(r.cfg.LeaseTTL))
+	var es []*execution
+	var back []*batondriver.JobFinish
 	r.mu.Lock()
-	if r.stopping {
-		r.mu.Unlock()
-		cancel(nil)
-		return false
+	for _, row := range rows {
+		if row.After != "" {
+			continue
+		}
+		if r.stopping {
+			back = append(back, giveBack(row))
+			continue
+		}
+		if !reserved {
+			r.free--
+		}
+		es = append(es, r.track(queue, row, until))
 	}
-	if !reserved {
-		r.free--
+	for _, row := range rows {
+		if row.After == "" {
+			continue
+		}
+		e := r.running[execKey{queue, row.After}]
+		for _, c := range chained {
+			if e == nil && c.row.ID == row.After {
+				e = c
+			}
+		}
+		if e == nil || e.next != nil || r.stopping {
+			back = append(back, giveBack(row))
+			continue
+		}
+		e.next = row
 	}
-	e.until = sent.Add(r.cfg.LeaseTTL - leaseMargin(r.cfg.LeaseTTL))
-	e.expiry = time.AfterFunc(time.Until(e.until), func() { r.expire(e) })
+	r.mu.Unlock()
+	for _, e := range es {
+		go r.execute(e)
+	}
+	return len(es), back
+}
+
+// giveBack is the outcome that returns a leased job that will not run to its
+// queue, its attempt not counted.
+func giveBack(row *JobRow) *batondriver.JobFinish {
+	return &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: row.ID, Lease: row.Lease}, Outcome: batondriver.JobOutcomeSnooze}
+}
+
+// track records an execution of row whose lease is trusted until until.
+// r.mu is held; the caller runs it.
+func (r *runner) track(queue string, row *JobRow, until time.Time) *execution {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.fetchCtx))
+	e := &execution{queue: queue, row: row, ctx: ctx, cancel: cancel, until: until}
+	e.expiry = time.AfterFunc(time.Until(until), func() { r.expire(e) })
 	r.running[execKey{queue, row.ID}] = e
 	r.execs.Add(1) // under mu: never after Stop began waiting (stopping)
-	r.mu.Unlock()
-	go r.execute(e)
-	return true
+	return e
 }
 
 // expire cancels a job whose lease could not be confirmed in time.
@@ -391,8 +447,18 @@ func (r *runner) expire(e *execution) {
 	e.cancel(ErrLeaseLost)
 }
 
-// execute runs one attempt and hands its outcome to the completer.
+// execute runs an attempt, then each job chained behind the one before on
+// the same worker.
 func (r *runner) execute(e *execution) {
+	for e != nil {
+		e = r.executeOne(e)
+	}
+}
+
+// executeOne runs one attempt and hands its outcome to the completer. It
+// returns the execution of the job chained behind it, started at once on
+// the same worker, or nil.
+func (r *runner) executeOne(e *execution) *execution {
 	defer r.execs.Done()
 	row := e.row
 	began := time.Now()
@@ -407,21 +473,73 @@ func (r *runner) execute(e *execution) {
 		r.cfg.OnJobEnd(ev)
 	}
 
-	handoff := f != nil && r.handoff()
 	r.mu.Lock()
 	delete(r.running, execKey{e.queue, row.ID})
 	e.expiry.Stop()
-	if !handoff {
-		r.free++
-		close(r.changed)
-		r.changed = make(chan struct{})
-	}
 	r.mu.Unlock()
 	e.cancel(nil)
+	if f != nil && e.chainDone != nil {
+		// The finish of the job ahead of this one, in flight (one call at
+		// most), may chain a job behind this one: wait for it, which also
+		// records this outcome after that one. That call closes chainDone
+		// whatever its result; the bound only keeps a worker from waiting
+		// forever should it not.
+		select {
+		case <-e.chainDone:
+		default:
+			t := time.NewTimer(r.cfg.LeaseTTL)
+			select {
+			case <-e.chainDone:
+			case <-t.C:
+				r.log.Error("baton: a finish never reported; freeing its worker", "job_id", row.ID, "queue", e.queue)
+			}
+			t.Stop()
+		}
+	}
+	r.mu.Lock()
+	next, unchain := r.follow(e, f != nil)
+	handoff := f != nil && next == nil && r.handoff()
+	if next == nil && !handoff {
+		r.addFree(1)
+	}
+	r.mu.Unlock()
 
 	if f != nil {
-		r.finishes <- &finishItem{queue: e.queue, f: f, slot: handoff}
+		f.Unchain = unchain
+		r.finishes <- &finishItem{queue: e.queue, f: f, slot: handoff, chained: next}
 	}
+	return next
+}
+
+// follow starts the job chained behind e, which has returned (ok: with an
+// outcome to record, its lease not lost), on e's worker, under e's lease:
+// its execution, or nil if none is chained. Once Stop waits for the
+// executions, it reports instead that e's outcome must unchain the job
+// (JobFinish.Unchain), which goes back to the head of its key's parked
+// jobs. If e's lease was lost, so was the chained job's: it does not run,
+// and the backend puts it back when that lease expires. r.mu is held.
+func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
+	row := e.next
+	e.next = nil
+	switch {
+	case row == nil || !ok:
+		return nil, false
+	case r.stopping:
+		return nil, true
+	}
+	c := r.track(e.queue, row, e.until)
+	if r.chain() {
+		c.chainDone = make(chan struct{})
+	}
+	return c, false
+}
+
+// addFree counts n more workers free and wakes whoever waits for one. r.mu
+// is held.
+func (r *runner) addFree(n int) {
+	r.free += n
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 // handoff reports whether a finished job's worker goes to the completer,
@@ -435,15 +553,21 @@ func (r *runner) handoff() bool {
 	return len(r.cfg.Queues) == 1 && r.fetchCtx.Err() == nil
 }
 
+// chain reports whether fetches and finishes ask for chained jobs
+// (batondriver.JobFetchParams.Chain): a job chained behind a running one
+// starts on its worker as soon as it returns. Only when the client works
+// one queue, as for handoff, and Config.DisableChaining is not set.
+func (r *runner) chain() bool {
+	return r.handoff() && !r.cfg.DisableChaining
+}
+
 // releaseSlots frees n workers handed to the completer and not used.
 func (r *runner) releaseSlots(n int) {
 	if n <= 0 {
 		return
 	}
 	r.mu.Lock()
-	r.free += n
-	close(r.changed)
-	r.changed = make(chan struct{})
+	r.addFree(n)
 	r.mu.Unlock()
 }
 
@@ -569,10 +693,14 @@ func (r *runner) complete() {
 		}
 		batch := map[string][]*batondriver.JobFinish{}
 		slots := map[string]int{}
+		chained := map[string][]*execution{}
 		add := func(it *finishItem) {
 			batch[it.queue] = append(batch[it.queue], it.f)
 			if it.slot {
 				slots[it.queue]++
+			}
+			if it.chained != nil && it.chained.chainDone != nil {
+				chained[it.queue] = append(chained[it.queue], it.chained)
 			}
 		}
 		add(first)
@@ -592,7 +720,7 @@ func (r *runner) complete() {
 		go func() {
 			defer func() { <-free; calls.Done() }()
 			for queue, fs := range batch {
-				r.finish(queue, fs, slots[queue])
+				r.finish(queue, fs, slots[queue], chained[queue])
 			}
 		}()
 	}
@@ -603,29 +731,31 @@ func (r *runner) complete() {
 //
 // slots workers were handed over with the outcomes: the call leases up to
 // that many jobs for them (unless the client is stopping) and starts them;
-// the workers left over are freed.
-func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int) {
+// the workers left over are freed. chained are the executions of the jobs
+// chained behind some of these, started already: the call may chain jobs
+// behind them in turn, and closes their chainDone once it has returned.
+func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, chained []*execution) {
+	defer func() {
+		for _, c := range chained {
+			close(c.chainDone)
+		}
+	}()
 	backoff := 10 * time.Millisecond
 	for {
-		p := &batondriver.JobFinishParams{Queue: queue, Finished: fs, Retention: r.cfg.CompletedRetention}
+		p := &batondriver.JobFinishParams{Queue: queue, Finished: fs, Retention: r.cfg.CompletedRetention, Chain: r.chain()}
 		if slots > 0 && r.fetchCtx.Err() == nil {
 			p.Fetch = &batondriver.JobFinishFetch{Max: slots, LeaseTTL: r.cfg.LeaseTTL}
 		}
 		sent := time.Now()
 		res, err := r.c.driver.JobFinish(context.Background(), p)
 		if err == nil {
-			var back []*batondriver.JobFinish
-			for _, row := range res.Jobs {
-				if !r.start(queue, row, sent, true) {
-					back = append(back, &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: row.ID, Lease: row.Lease},
-						Outcome: batondriver.JobOutcomeSnooze})
-				}
-			}
-			r.releaseSlots(slots - len(res.Jobs) + len(back))
+			started, back := r.launch(queue, res.Jobs, sent, true, chained)
+			r.releaseSlots(slots - started)
 			if len(back) > 0 {
-				// Leased as Stop began: back to the queue, the attempt not
-				// counted, as Stop does with cut-off jobs.
-				r.finish(queue, back, 0)
+				// Leased as Stop began, or chained behind a job that is
+				// gone: back to the queue, the attempt not counted, as
+				// Stop does with cut-off jobs.
+				r.finish(queue, back, 0, nil)
 			}
 			r.noteDue(fs)
 			if len(res.Stale) > 0 {
@@ -633,9 +763,14 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int) {
 			}
 			return
 		}
-		// The workers wait for no retry: the dispatcher may use them.
+		// The workers wait for no retry: the dispatcher may use them; nor
+		// do the chained jobs' workers.
 		r.releaseSlots(slots)
 		slots = 0
+		for _, c := range chained {
+			close(c.chainDone)
+		}
+		chained = nil
 		r.log.Warn("baton: recording job outcomes failed; retrying", "queue", queue, "jobs", len(fs), "err", err)
 		select {
 		case <-time.After(backoff):

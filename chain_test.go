@@ -1,0 +1,231 @@
+package baton_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/batondriver/batonredis"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// chainCounter counts the chained jobs a driver's fetches and finishes
+// hand out.
+type chainCounter struct {
+	batondriver.JobDriver
+	chained atomic.Int64
+}
+
+func (d *chainCounter) count(rows []*batondriver.JobRow) {
+	for _, r := range rows {
+		if r.After != "" {
+			d.chained.Add(1)
+		}
+	}
+}
+
+func (d *chainCounter) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	res, err := d.JobDriver.JobFetch(ctx, p)
+	if err == nil {
+		d.count(res.Jobs)
+	}
+	return res, err
+}
+
+func (d *chainCounter) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	res, err := d.JobDriver.JobFinish(ctx, p)
+	if err == nil {
+		d.count(res.Jobs)
+	}
+	return res, err
+}
+
+// A key of limit 1 works off its backlog through chained jobs, each started
+// on the worker of the job ahead as that one returns: in insertion order,
+// one at a time, with rising fences.
+func TestChainedJobsRunInOrder(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := &chainCounter{JobDriver: newJobDriver(t)}
+		seen := newPerKey()
+		var mu sync.Mutex
+		var order []int
+		var done atomic.Int32
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+			seen.enter(job.Key, job.Fence)
+			mu.Lock()
+			order = append(order, job.Args.N)
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			seen.leave(job.Key)
+			done.Add(1)
+			return nil
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 8, Logger: quiet, PollInterval: 5 * time.Second})
+		require.NoError(t, err)
+		const n = 40
+		jobs := make([]*baton.InsertManyParams, n)
+		for i := range jobs {
+			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: "a", N: i}}
+		}
+		_, err = c.InsertMany(t.Context(), jobs)
+		require.NoError(t, err)
+		start(t, c)
+		require.Eventually(t, func() bool { return done.Load() == n }, 10*time.Second, time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		for i, got := range order {
+			require.Equal(t, i, got, "the key's jobs ran out of order: %v", order)
+		}
+		require.Equal(t, 1, seen.most["customer:a"])
+		fences := seen.fences["customer:a"]
+		for i := 1; i < len(fences); i++ {
+			require.Greater(t, fences[i], fences[i-1])
+		}
+		t.Logf("%d of %d jobs chained", d.chained.Load(), n)
+		require.GreaterOrEqual(t, d.chained.Load(), int64(n-3), "the key's jobs were not chained")
+	})
+}
+
+// A job chained behind one that returns once Stop has begun does not run:
+// it goes back to the head of its key's parked jobs, its attempt not
+// counted, so the key's order holds across a restart.
+func TestChainedJobUnchainedAtStop(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := &chainCounter{JobDriver: newJobDriver(t)}
+		release := make(chan struct{})
+		began := make(chan struct{}, 1)
+		var ran atomic.Int32
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+			ran.Add(1)
+			if job.Args.N == 0 {
+				began <- struct{}{}
+				<-release
+			}
+			return nil
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet, PollInterval: 5 * time.Second})
+		require.NoError(t, err)
+		var ids []string
+		for i := range 3 {
+			res, err := c.Insert(t.Context(), webhookArgs{Customer: "a", N: i}, nil)
+			require.NoError(t, err)
+			ids = append(ids, res.Job.ID)
+		}
+		require.NoError(t, c.Start(context.Background()))
+		<-began
+		require.Eventually(t, func() bool { return d.chained.Load() == 1 }, 5*time.Second, time.Millisecond,
+			"the second job is chained behind the first")
+
+		stopped := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			stopped <- c.Stop(ctx)
+		}()
+		time.Sleep(50 * time.Millisecond) // Stop waits for the running job
+		close(release)
+		require.NoError(t, <-stopped)
+		require.EqualValues(t, 1, ran.Load(), "only the job that was running ran")
+
+		ctx := t.Context()
+		first, err := c.JobGet(ctx, "default", ids[0])
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateCompleted, first.State)
+		second, err := c.JobGet(ctx, "default", ids[1])
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateAvailable, second.State, "the chained job went back to the head of its key")
+		require.Zero(t, second.Attempt, "its attempt is not counted")
+		third, err := c.JobGet(ctx, "default", ids[2])
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateParked, third.State)
+	})
+}
+
+// With Redis paused, the job ahead's lease is lost: the job chained behind
+// it must not start when that handler returns. Once Redis is back and the
+// lease has expired, the chained job runs first, its chained attempt not
+// counted, and never alongside a handler of its key.
+func TestChainedJobWaitsOutLostLease(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartT(t, nil)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	rd, err := batonredis.New(client, nil)
+	require.NoError(t, err)
+	t.Cleanup(rd.Close)
+	d := &chainCounter{JobDriver: rd}
+
+	const leaseTTL = 600 * time.Millisecond
+	seen := newPerKey()
+	lost := make(chan struct{})
+	began := make(chan struct{}, 1)
+	type run struct{ n, attempt int }
+	runs := make(chan run, 100)
+	var first atomic.Bool
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		seen.enter(job.Key, job.Fence)
+		defer seen.leave(job.Key)
+		select {
+		case runs <- run{job.Args.N, job.Attempt}:
+		default: // more runs than expected: the test fails on the first ones
+		}
+		if job.Args.N == 0 && first.CompareAndSwap(false, true) {
+			began <- struct{}{}
+			<-ctx.Done()
+			close(lost)
+			return ctx.Err()
+		}
+		return nil
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, LeaseTTL: leaseTTL,
+		PollInterval: 100 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := range 2 {
+		_, err := c.Insert(ctx, webhookArgs{Customer: "a", N: i}, nil)
+		require.NoError(t, err)
+	}
+	start(t, c)
+	<-began
+	require.Eventually(t, func() bool { return d.chained.Load() == 1 }, 5*time.Second, time.Millisecond)
+
+	require.NoError(t, srv.Pause())
+	select {
+	case <-lost:
+	case <-time.After(5 * time.Second):
+		_ = srv.Resume()
+		t.Fatal("the handler's context was not cancelled while Redis was paused")
+	}
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, srv.Resume())
+
+	got := []run{<-runs}
+	for len(got) < 3 {
+		select {
+		case r := <-runs:
+			got = append(got, r)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("runs so far: %v", got)
+		}
+	}
+	require.Equal(t, run{0, 1}, got[0])
+	require.ElementsMatch(t, []int{0, 1}, []int{got[1].n, got[2].n},
+		"the chained job runs once, after the lost lease expired, and so does the lost job's retry: %v", got)
+	if got[1].n == 1 {
+		require.Equal(t, 1, got[1].attempt, "the chained attempt that never ran is not counted")
+	}
+	require.Equal(t, 1, seen.most["customer:a"])
+}
