@@ -126,6 +126,10 @@ func TestBrowser(t *testing.T) {
 	runner, err := baton.NewClient(d, &baton.Config{
 		Workers: workers, Queues: []baton.QueueConfig{{Name: "sync"}}, Concurrency: 10,
 		Logger: slog.New(slog.DiscardHandler),
+		// The page's counts below are a key's holders and parked jobs; a
+		// chained job, leased behind a running one, is neither (KeyInfo does
+		// not show it yet).
+		DisableChaining: true,
 	})
 	require.NoError(t, err)
 	_, err = client.SetLimit(ctx, "sync", syncKey, 0)
