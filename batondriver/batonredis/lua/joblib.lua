@@ -542,13 +542,18 @@ end
 -- halted: the holders beyond it hand on nothing).
 local function chain_next(batch, ahead, l, k, def, snow, suntil, fence)
   local h, p, m = key_keys(k)
-  if redis.call('LLEN', p) == 0 then return nil end
-  local limit = tonumber(redis.call('HGET', m, 'limit') or def) or 0
-  if redis.call('SCARD', h) > limit then return nil end
   local popped = 0
   while true do
     local id = redis.call('LPOP', p)
     if not id then break end
+    if popped == 0 then
+      -- Something is parked: now the limit is worth reading.
+      local limit = tonumber(redis.call('HGET', m, 'limit') or def) or 0
+      if redis.call('SCARD', h) > limit then
+        redis.call('LPUSH', p, id)
+        return nil
+      end
+    end
     popped = popped + 1
     batch.unparked[#batch.unparked + 1] = id
     local key = J .. id
