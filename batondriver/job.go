@@ -28,7 +28,9 @@ type JobDriver interface {
 	// key slots freed and parked jobs promoted), each in bounded number,
 	// then leases up to Max available jobs to the caller in order
 	// (priority, then arrival), unless the queue is paused. A keyed job's
-	// lease carries the key's next fencing token.
+	// lease carries the key's next fencing token. A backend that may run a
+	// call after its caller gave up on it (a stalled server) leases nothing
+	// in a call run after ctx's deadline, as best it can tell.
 	JobFetch(ctx context.Context, p *JobFetchParams) (*JobFetchResult, error)
 
 	// JobWait blocks until a job may be available in the queue (an insert

@@ -75,9 +75,10 @@ type Driver struct {
 	id      string // names this instance's grant channels
 	scripts *scripts
 
-	queuesSeen sync.Map   // queue names this instance added to the set of queues
-	locksSeen  recentKeys // lock keys this instance added to the index lately (lockindex.go)
-	noIndex    bool       // Config.NoLockIndex
+	queuesSeen sync.Map     // queue names this instance added to the set of queues
+	clocks     serverClocks // each queue's server clock, for fetch deadlines (serverclock.go)
+	locksSeen  recentKeys   // lock keys this instance added to the index lately (lockindex.go)
+	noIndex    bool         // Config.NoLockIndex
 	prune      indexPruner
 
 	mu     sync.Mutex

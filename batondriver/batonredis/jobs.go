@@ -275,7 +275,9 @@ func checkInsert(j *batondriver.JobInsert) error {
 }
 
 // JobFetch implements batondriver.JobDriver. The jobs' leases are 128
-// random bits each, made here and handed to the script in one argument.
+// random bits each, made here and handed to the script in one argument. If
+// ctx has a deadline, the script leases nothing once the server's clock is
+// past it, by the estimate in serverclock.go.
 func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
 	const op = "fetch from"
 	if err := checkQueue(p.Queue); err != nil {
@@ -285,13 +287,19 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Max %d, LeaseTTL %v, RecoverDelay %v, DeadRetention %v, DroppedRetention %v",
 			batondriver.ErrBadParams, p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention, p.DroppedRetention))
 	}
-	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max), ms(p.DeadRetention), ms(p.DroppedRetention), flag(p.Chain)}
+	waits := d.clocks.deadline(ctx, p.Queue)
+	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max), ms(p.DeadRetention), ms(p.DroppedRetention),
+		flag(p.Chain), strconv.FormatInt(waits, 10)}
+	sent := time.Now()
 	arr, err := d.scripts.jobFetch.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, args).ToArray()
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
 	if len(arr) < 5 || len(arr)%2 != 1 {
 		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
+	}
+	if now, err := arr[0].AsInt64(); err == nil {
+		d.clocks.observe(p.Queue, sent, now, waits > 0 && now > waits)
 	}
 	paused, _ := arr[1].AsInt64()
 	recovered, _ := arr[2].AsInt64()

@@ -16,6 +16,10 @@
 -- ARGV[6] dropped retention in ms, the same for dropped jobs
 -- ARGV[7] "1" to chain jobs behind the keyed jobs leased (see lease in
 --         joblib.lua), else "0"
+-- ARGV[8] the last server time in ms at which the caller still waits for
+--         the reply, "0" if it waits for ever: a call run later (it waited
+--         behind a stalled server) leases nothing, since nobody would run
+--         what it leased
 --
 -- Returns {server ms, paused (0|1), recovered count, earliest scheduled
 -- run_at or false, more (1 if n jobs were leased and more are available,
@@ -34,13 +38,16 @@
 --  3. completed jobs whose retention ended are deleted, and so are dead and
 --     cancelled jobs older than the dead retention, dropped ones older than
 --     the dropped retention, and lapsed period claims of unique keys.
--- Unless the queue is paused, up to n available jobs are then leased; a
--- keyed job gets its key's next fencing token, and a job unique while
--- running claims its unique key (one unique while queued gives it up). Jobs
--- made available by steps 1 and 2 and not leased here wake other fetchers;
--- when no job is left available, the wake list is deleted.
+-- Unless the queue is paused or the caller gave up (ARGV[8]), up to n
+-- available jobs are then leased; a keyed job gets its key's next fencing
+-- token, and a job unique while running claims its unique key (one unique
+-- while queued gives it up). Jobs made available by steps 1 and 2 and not
+-- leased here wake other fetchers; when no job is left available, the wake
+-- list is deleted.
 local max, ttl, delay = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
+local waits = tonumber(ARGV[8])
+if waits > 0 and now > waits then max = 0 end
 local snow = int(now)
 local avail = new_batch()
 
