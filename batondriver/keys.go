@@ -45,7 +45,9 @@ type KeyDriver interface {
 
 	// KeyList lists a queue's active keys — those with holders, parked jobs
 	// or an override — most parked first, a page at a time, from an index:
-	// its cost is O(log n + Limit), not a scan. Holders are not filled in.
+	// its cost is O(log n + Limit), not a scan. Holders are not filled in;
+	// the counts, Chained included, are. (A key with chained jobs has
+	// holders, so it is active.)
 	KeyList(ctx context.Context, p *KeyListParams) (*KeyListResult, error)
 }
 
@@ -183,6 +185,14 @@ type KeyInfo struct {
 	Holding int
 	// Running counts the holders that are running.
 	Running int
+	// Chained counts the jobs chained behind the key's running holders
+	// (JobFetchParams.Chain): running, their attempts counted, yet neither
+	// holding a slot nor parked, so in neither Holding nor Parked. Each
+	// starts on its holder's worker once that holder's handler returns,
+	// and takes over its slot when its outcome is recorded. At most one
+	// per running holder, so never more than Running. The key's work is
+	// Holding + Chained + Parked jobs.
+	Chained int
 	// Parked counts the jobs waiting for a slot; OldestParked is when the
 	// head of the key's parked queue — the next to run — was parked (zero
 	// if none). It is the longest wait but after a lowered limit, which
@@ -202,6 +212,10 @@ type KeyHolder struct {
 	State      JobState // available or running
 	Fence      int64    // running only
 	LeaseUntil time.Time
+	// Next is the ID of the job chained behind this holder (see
+	// KeyInfo.Chained), which takes over its slot when its outcome is
+	// recorded; "" if none. Only a running holder has one.
+	Next string
 }
 
 // MaxKeyLimit is the largest limit of a concurrency key, as a job's default

@@ -1,6 +1,7 @@
 package batondrivertest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -36,7 +37,41 @@ func (f *jobFixture) chain(k string, ttl time.Duration, set ...func(j *batondriv
 	require.Equal(f.t, []string{js[0].ID, js[1].ID}, ids(got), "the holder, then the job chained behind it")
 	require.Empty(f.t, got[0].After)
 	require.Equal(f.t, got[0].ID, got[1].After)
+	f.requireChained(k, map[string]string{got[0].ID: got[1].ID})
 	return got[0], got[1], js[2]
+}
+
+// requireChained asserts the jobs chained behind the holders of key k:
+// next maps each holder with a job chained behind it to that job's ID
+// (nil: none). KeyGet shows each as its holder's Next and counts them in
+// Chained, each is running with After naming its holder, and KeyList
+// counts the key's jobs as KeyGet does.
+func (f *jobFixture) requireChained(k string, next map[string]string) *batondriver.KeyInfo {
+	f.t.Helper()
+	if next == nil {
+		next = map[string]string{}
+	}
+	info := f.keyGet(k)
+	got := map[string]string{}
+	for _, h := range info.Holders {
+		if h.Next != "" {
+			got[h.ID] = h.Next
+		}
+	}
+	require.Equal(f.t, next, got, "the jobs chained behind the holders of %s", k)
+	require.Equal(f.t, len(next), info.Chained, "chained")
+	for h, c := range next {
+		g := f.get(c)
+		require.Equal(f.t, running, g.State, "chained job %s", c)
+		require.Equal(f.t, h, g.After, "the job ahead of %s", c)
+	}
+	res := f.keyList(1000, 0)
+	i := slices.IndexFunc(res.Keys, func(l *batondriver.KeyInfo) bool { return l.Key == k })
+	require.GreaterOrEqual(f.t, i, 0, "%s listed", k)
+	l := res.Keys[i]
+	require.Equal(f.t, []int{info.Holding, info.Running, info.Chained, info.Parked},
+		[]int{l.Holding, l.Running, l.Chained, l.Parked}, "KeyList's holding, running, chained and parked")
+	return info
 }
 
 // exerciseChains checks chained leases (JobFetchParams.Chain): a key's next
@@ -58,14 +93,38 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Equal(t, a.ID, g.After)
 		require.Equal(t, running, g.State)
 		require.Empty(t, f.get(a.ID).After)
-		// Running, but no holder: the key's slot is a's.
-		f.requireKey(k, []string{a.ID}, 1, 1)
+		// Running, but no holder: the key's slot is a's. KeyInfo counts b
+		// as chained, so that each of the key's three jobs shows.
+		info := f.requireKey(k, []string{a.ID}, 1, 1)
+		require.Equal(t, 1, info.Chained)
+		require.Equal(t, b.ID, info.Holders[0].Next)
+		require.Equal(t, 3, info.Holding+info.Chained+info.Parked)
 		f.countsOf(map[batondriver.JobState]int{running: 2, parked: 1})
 		require.ElementsMatch(t, []string{a.ID, b.ID}, ids(f.list(running, 10, 0).Jobs))
 		require.Equal(t, []string{c.ID}, ids(f.list(parked, 10, 0).Jobs))
 		// One chained job per job ahead, and none behind a chained job.
 		require.Empty(t, f.fetchChain(5, 10*time.Second).Jobs)
 		f.requireKey(k, []string{a.ID}, 1, 1)
+		f.requireChained(k, map[string]string{a.ID: b.ID})
+	})
+
+	t.Run("KeyInfoCountsEachChain", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2), keyJob(k, 2), keyJob(k, 2)).Jobs
+		got := f.fetchChain(2, 10*time.Second).Jobs
+		require.Equal(t, []string{js[0].ID, js[1].ID, js[2].ID, js[3].ID}, ids(got), "two holders, a job chained behind each")
+		f.requireKey(k, []string{js[0].ID, js[1].ID}, 2, 1)
+		f.requireChained(k, map[string]string{got[2].After: got[2].ID, got[3].After: got[3].ID})
+		// The chained job's outcome first: its holder has none behind it
+		// now, though it has not finished.
+		f.complete(got[2])
+		f.requireKey(k, []string{js[0].ID, js[1].ID}, 2, 1)
+		f.requireChained(k, map[string]string{got[3].After: got[3].ID})
+		// The other holder's outcome: its chained job takes the slot.
+		f.complete(f.get(got[3].After))
+		f.requireKey(k, []string{got[2].After, got[3].ID}, 2, 1)
+		f.requireChained(k, nil)
 	})
 
 	t.Run("NoChainUnasked", func(t *testing.T) {
@@ -140,8 +199,9 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 			require.Equal(t, b.Lease, g.Lease, "b keeps its lease")
 			require.Equal(t, b.Fence, g.Fence)
 			requireNear(t, a.LeaseUntil, g.LeaseUntil, storeSlack, "b's lease lasts as a's did")
-			// b took a's slot; nothing was promoted.
+			// b took a's slot; nothing was promoted, nor chained (unasked).
 			f.requireKey(k, []string{b.ID}, 1, o.parked)
+			f.requireChained(k, nil)
 			f.requireState(parked, c.ID)
 			require.Empty(t, f.fetch(5).Jobs)
 			// b's own outcome frees the slot for c, at the head.
@@ -165,6 +225,7 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Zero(t, g.Attempt)
 		require.Empty(t, g.After)
 		f.requireKey(k, []string{b.ID}, 0, 1)
+		f.requireChained(k, nil)
 		f.requireState(parked, c.ID)
 		require.Equal(t, []string{b.ID}, f.finish(time.Hour, outcome(b, batondriver.JobOutcomeCompleted, "", time.Time{})),
 			"b's chained lease is stale")
@@ -181,14 +242,17 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Greater(t, got[0].Fence, b.Fence)
 		requireNear(t, a.LeaseUntil, got[0].LeaseUntil, storeSlack)
 		f.requireKey(k, []string{b.ID}, 1, 1)
+		f.requireChained(k, map[string]string{b.ID: c.ID})
 		got = f.finishChain(nil, outcome(b, batondriver.JobOutcomeCompleted, "", time.Time{}))
 		require.Equal(t, []string{d.ID}, ids(got))
 		require.Equal(t, c.ID, got[0].After)
 		f.requireKey(k, []string{c.ID}, 1, 0)
+		f.requireChained(k, map[string]string{c.ID: d.ID})
 		// Nothing parked is left to chain behind d.
 		c2 := f.get(c.ID)
 		require.Empty(t, f.finishChain(nil, outcome(c2, batondriver.JobOutcomeCompleted, "", time.Time{})))
 		f.requireKey(k, []string{d.ID}, 1, 0)
+		f.requireChained(k, nil)
 	})
 
 	t.Run("FinishFetchChainsBehindLeased", func(t *testing.T) {
@@ -203,17 +267,23 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Empty(t, got[0].After)
 		require.Equal(t, p1.ID, got[1].After)
 		f.requireKey(k, []string{p1.ID}, 1, 0)
+		f.requireChained(k, map[string]string{p1.ID: p2.ID})
 	})
 
 	t.Run("HaltedKeyChainsNoMore", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")
 		a, b, c := f.chain(k, 10*time.Second)
-		f.setLimit(k, 0)
+		info := f.setLimit(k, 0)
+		require.Equal(t, 1, info.Chained, "a halt leaves a chained job chained")
+		require.Equal(t, []*batondriver.KeyHolder{{ID: a.ID, State: running, Fence: a.Fence, LeaseUntil: info.Holders[0].LeaseUntil, Next: b.ID}},
+			info.Holders)
+		f.requireChained(k, map[string]string{a.ID: b.ID})
 		// b was leased before the halt: it takes a's slot, but nothing is
 		// chained behind it, and c stays parked.
 		require.Empty(t, f.finishChain(nil, outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{})))
 		f.requireKey(k, []string{b.ID}, 1, 1)
+		f.requireChained(k, nil)
 		require.Empty(t, f.finishChain(nil, outcome(f.get(b.ID), batondriver.JobOutcomeCompleted, "", time.Time{})))
 		f.requireState(parked, c.ID)
 	})
@@ -228,6 +298,7 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Empty(t, f.list(running, 10, 0).Jobs, "b, handed a's slot and done in the same call, is not running")
 		f.requireState(available, c.ID)
 		f.requireKey(k, []string{c.ID}, 0, 0)
+		f.requireChained(k, nil)
 	})
 
 	t.Run("ChainedOutcomeFirst", func(t *testing.T) {
@@ -236,8 +307,10 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		a, b, c := f.chain(k, 10*time.Second)
 		f.complete(b)
 		f.requireState(completed, b.ID)
-		// b held no slot: a still holds it, and c waits.
+		// b held no slot: a still holds it, with nothing chained behind it
+		// any more, and c waits.
 		f.requireKey(k, []string{a.ID}, 1, 1)
+		f.requireChained(k, nil)
 		f.requireState(parked, c.ID)
 		f.complete(a)
 		f.requireState(available, c.ID)
@@ -260,6 +333,7 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Empty(t, g.Lease)
 		require.Empty(t, g.Errors)
 		f.requireKey(k, []string{b.ID}, 0, 1)
+		f.requireChained(k, nil)
 		f.requireState(parked, c.ID)
 		got := f.fetch(5).Jobs
 		require.Equal(t, []string{b.ID}, ids(got))

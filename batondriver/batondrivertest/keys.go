@@ -211,6 +211,15 @@ func (f *jobFixture) requireKey(k string, holders []string, running, parked int)
 	require.Equal(f.t, len(holders), info.Holding, "holding")
 	require.Equal(f.t, running, info.Running, "running")
 	require.Equal(f.t, parked, info.Parked, "parked")
+	// Chained counts the holders' Next (requireChained checks which).
+	next := 0
+	for _, h := range info.Holders {
+		if h.Next != "" {
+			require.Equal(f.t, batondriver.JobStateRunning, h.State, "holder %s has a job chained behind it", h.ID)
+			next++
+		}
+	}
+	require.Equal(f.t, next, info.Chained, "chained: the holders with a Next")
 	if parked == 0 {
 		require.True(f.t, info.OldestParked.IsZero(), "OldestParked with nothing parked")
 	} else {

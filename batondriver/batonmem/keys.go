@@ -313,7 +313,8 @@ func (q *queueState) nextFence(now time.Time) int64 {
 	return q.fence
 }
 
-// info returns k's state; with holders, the holding jobs by ID.
+// info returns k's state; with holders, the holding jobs by ID. A job
+// chained behind a holder is its next: the links are exact (see job).
 func (k *jobKey) info(queue string, holders bool) *batondriver.KeyInfo {
 	ki := &batondriver.KeyInfo{
 		Queue: queue, Key: k.name, Limit: k.limit(), Override: k.hasLimit,
@@ -324,10 +325,16 @@ func (k *jobKey) info(queue string, holders bool) *batondriver.KeyInfo {
 			ki.Running++
 			ki.Fence = max(ki.Fence, j.row.Fence)
 		}
+		if j.next != nil {
+			ki.Chained++
+		}
 		if holders {
 			h := &batondriver.KeyHolder{ID: j.row.ID, State: j.row.State}
 			if j.row.State == batondriver.JobStateRunning {
 				h.Fence, h.LeaseUntil = j.row.Fence, j.row.LeaseUntil
+			}
+			if j.next != nil {
+				h.Next = j.next.row.ID
 			}
 			ki.Holders = append(ki.Holders, h)
 		}

@@ -101,7 +101,7 @@ func (d *Driver) KeyList(ctx context.Context, p *batondriver.KeyListParams) (*ba
 // keyInfo converts key_info's reply (lua/joblib.lua) and reports whether
 // the key is active.
 func keyInfo(queue, key string, arr []rueidis.RedisMessage) (*batondriver.KeyInfo, bool, error) {
-	const fixed, oldest = 8, 6
+	const fixed, oldest = 9, 6
 	if len(arr) < fixed {
 		return nil, false, fmt.Errorf("key %q: unexpected reply of %d elements", key, len(arr))
 	}
@@ -121,16 +121,17 @@ func keyInfo(queue, key string, arr []rueidis.RedisMessage) (*batondriver.KeyInf
 		Running:  int(n[4]),
 		Parked:   int(n[5]),
 		Fence:    n[7],
+		Chained:  int(n[8]),
 	}
 	if n[oldest] != 0 {
 		info.OldestParked = time.UnixMilli(n[oldest])
 	}
 	for _, h := range arr[fixed:] {
 		v, err := h.AsStrSlice()
-		if err != nil || len(v) != 4 {
+		if err != nil || len(v) != 5 {
 			return nil, false, fmt.Errorf("key %q: bad holder in reply", key)
 		}
-		holder := &batondriver.KeyHolder{ID: v[0], State: batondriver.JobState(v[1])}
+		holder := &batondriver.KeyHolder{ID: v[0], State: batondriver.JobState(v[1]), Next: v[4]}
 		if holder.State != batondriver.JobStateRunning {
 			info.Holders = append(info.Holders, holder)
 			continue

@@ -450,10 +450,18 @@ end
 
 -- The state of concurrency key k: {active (0|1), limit (-1 if unknown),
 -- override (0|1), holding, running, parked, the head parked job's parked
--- time or false, the highest fence of a running holder (0 if none), then,
--- if holders, per holder {id, state, fence, lease_until}}. Holders are read
--- one by one to count the running ones: there are at most about the key's
--- limit of them.
+-- time or false, the highest fence of a running holder (0 if none),
+-- chained, then, if holders, per holder {id, state, fence, lease_until,
+-- next}}. Holders are read one by one to count the running ones: there
+-- are at most about the key's limit of them.
+--
+-- chained counts the jobs chained behind the holders (chain_next below):
+-- a running holder's next names one while that job is running with after
+-- = the holder, and next is "" otherwise. A holder's next is cleared when
+-- its own outcome is recorded or its lease taken back, but not when the
+-- chained job's outcome comes first (it is then stale), so each next read
+-- is checked against its job: one more HMGET per running holder with a
+-- next, here only, so that no job transition pays for it.
 local function key_info(k, holders)
   local h, p, m = key_keys(k)
   local mv = redis.call('HMGET', m, 'limit', 'def')
@@ -467,18 +475,26 @@ local function key_info(k, holders)
   if np > 0 then
     oldest = tonumber(redis.call('HGET', J .. redis.call('LINDEX', p, 0), 'parked')) or false
   end
-  local out = {active, tonumber(mv[1] or mv[2] or '-1'), override, #ids, 0, np, oldest, 0}
+  local out = {active, tonumber(mv[1] or mv[2] or '-1'), override, #ids, 0, np, oldest, 0, 0}
   table.sort(ids)
-  local running, fence = 0, 0
+  local running, fence, chained = 0, 0, 0
   for _, id in ipairs(ids) do
-    local v = redis.call('HMGET', J .. id, 'state', 'fence', 'lease_until')
+    local v = redis.call('HMGET', J .. id, 'state', 'fence', 'lease_until', 'next')
+    local nx = ''
     if v[1] == 'running' then
       running = running + 1
       fence = math.max(fence, tonumber(v[2]) or 0)
+      if v[4] and v[4] ~= '' then
+        local c = redis.call('HMGET', J .. v[4], 'state', 'after')
+        if c[1] == 'running' and c[2] == id then
+          chained = chained + 1
+          nx = v[4]
+        end
+      end
     end
-    if holders then out[#out + 1] = {id, v[1] or '', v[2] or '', v[3] or ''} end
+    if holders then out[#out + 1] = {id, v[1] or '', v[2] or '', v[3] or '', nx} end
   end
-  out[5], out[8] = running, fence
+  out[5], out[8], out[9] = running, fence, chained
   return out
 end
 

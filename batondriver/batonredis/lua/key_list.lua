@@ -3,8 +3,9 @@
 -- Changes nothing.
 --
 -- KEYS: the queue keys (see joblib.lua). This script builds concurrency
--- keys' keys from K and job keys from J: the keys come from KI (see the
--- exception in joblib.lua).
+-- keys' keys from K and job keys from J: the keys come from KI, the jobs
+-- from their holders sets and the holders' next fields (see the exception
+-- in joblib.lua).
 -- ARGV[1] offset
 -- ARGV[2] limit
 --

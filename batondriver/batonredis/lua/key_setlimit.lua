@@ -2,7 +2,8 @@
 --
 -- KEYS: the queue keys (see joblib.lua). This script builds the concurrency
 -- key's keys from K and job keys from J: the holders' IDs come from the
--- key's holders set (see the exception in joblib.lua).
+-- key's holders set, those of the jobs chained behind them from their next
+-- fields (see the exception in joblib.lua).
 -- ARGV[1] the concurrency key
 -- ARGV[2] the new override, or "" to remove it
 --
