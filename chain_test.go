@@ -7,12 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
-	"github.com/batonhq/baton/batondriver/batonredis"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -160,13 +158,7 @@ func TestChainedJobUnchainedAtStop(t *testing.T) {
 func TestChainedJobWaitsOutLostLease(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartT(t, nil)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
-	rd, err := batonredis.New(client, nil)
-	require.NoError(t, err)
-	t.Cleanup(rd.Close)
-	d := &chainCounter{JobDriver: rd}
+	d := &chainCounter{JobDriver: redisDriver(t, srv.Addr(), "")}
 
 	const leaseTTL = 600 * time.Millisecond
 	seen := newPerKey()

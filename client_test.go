@@ -83,10 +83,17 @@ func newJobDriver(t *testing.T) batondriver.JobDriver {
 	if _, ok := onRedis.Load(t); !ok {
 		return batonmem.New()
 	}
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.SharedServer(t).Addr()}})
+	return redisDriver(t, redistest.SharedServer(t).Addr(), fmt.Sprintf("ct%d", time.Now().UnixNano()))
+}
+
+// redisDriver returns a Redis driver with its own client on the server at
+// addr, keys under prefix ("" for the default), both closed with the test.
+func redisDriver(t *testing.T, addr, prefix string) *batonredis.Driver {
+	t.Helper()
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
-	d, err := batonredis.New(client, &batonredis.Config{Prefix: fmt.Sprintf("ct%d", time.Now().UnixNano())})
+	d, err := batonredis.New(client, &batonredis.Config{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	return d

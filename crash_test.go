@@ -15,11 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/batondriver/batonredis"
 	"github.com/batonhq/baton/internal/lockcheck"
 	"github.com/batonhq/baton/internal/redistest"
 )
@@ -141,13 +139,7 @@ func crashJobs(t *testing.T, jobs int) (int, time.Duration) {
 // and checks.
 func crashClient(t *testing.T, srv *redistest.Server) (*baton.Client, string) {
 	prefix := fmt.Sprintf("crash%d", time.Now().UnixNano())
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
-	d, err := batonredis.New(client, &batonredis.Config{Prefix: prefix})
-	require.NoError(t, err)
-	t.Cleanup(d.Close)
-	c, err := baton.NewClient(d, &baton.Config{AllowUnknownKinds: true, Logger: quiet})
+	c, err := baton.NewClient(redisDriver(t, srv.Addr(), prefix), &baton.Config{AllowUnknownKinds: true, Logger: quiet})
 	require.NoError(t, err)
 	return c, prefix
 }

@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/batondriver/batonredis"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -22,12 +20,7 @@ import (
 func TestLeaseLostWhenRedisPaused(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartT(t, nil)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
-	d, err := batonredis.New(client, nil)
-	require.NoError(t, err)
-	t.Cleanup(d.Close)
+	d := redisDriver(t, srv.Addr(), "")
 
 	const leaseTTL = 600 * time.Millisecond
 	type lost struct {
@@ -86,12 +79,7 @@ func TestLeaseLostWhenRedisPaused(t *testing.T) {
 func TestRedisOutageInsertsFailThenRecover(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartT(t, nil)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
-	d, err := batonredis.New(client, nil)
-	require.NoError(t, err)
-	t.Cleanup(d.Close)
+	d := redisDriver(t, srv.Addr(), "")
 	var ran atomic.Int32
 	workers := baton.NewWorkers()
 	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
