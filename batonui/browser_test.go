@@ -68,7 +68,8 @@ const syncKey = "account:{acme}/eu west"
 // text, never run), pauses a queue with its form, and sees a change made
 // elsewhere appear through the live update. Then it opens a queue's keys
 // page and a halted key with parked jobs, raises the key's limit with its
-// form, and watches the parked jobs run and the key drain, live. With
+// form, and watches the parked jobs run, chained behind the running ones,
+// and the key drain, live. With
 // BATON_SCREENSHOT=1 it saves the overview to docs/img/dashboard.png and
 // the key page to docs/img/dashboard-key.png.
 func TestBrowser(t *testing.T) {
@@ -126,10 +127,6 @@ func TestBrowser(t *testing.T) {
 	runner, err := baton.NewClient(d, &baton.Config{
 		Workers: workers, Queues: []baton.QueueConfig{{Name: "sync"}}, Concurrency: 10,
 		Logger: slog.New(slog.DiscardHandler),
-		// The page's counts below are a key's holders and parked jobs; a
-		// chained job, leased behind a running one, is neither (KeyInfo does
-		// not show it yet).
-		DisableChaining: true,
 	})
 	require.NoError(t, err)
 	_, err = client.SetLimit(ctx, "sync", syncKey, 0)
@@ -290,8 +287,11 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, 2, info.Limit)
 	require.True(t, info.Override)
 
-	// Two jobs run, holding the slots; the rest stay parked. The page
-	// shows it through its live update.
+	// Two jobs run, holding the slots. The client, with nothing else to
+	// run, chains the next parked job behind each it leased (one fetch may
+	// lease both, or two fetches one each: at least the last chains); the
+	// rest stay parked. The page shows it through its live update, and
+	// counts every job of the key.
 	waitFor := func(what, js string) {
 		t.Helper()
 		_, err := chromedp.Run(bctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
@@ -300,11 +300,23 @@ func TestBrowser(t *testing.T) {
 	fact := func(id string) string {
 		return `(document.getElementById("` + id + `") || {textContent: ""}).textContent.trim().split(" ")[0]`
 	}
-	waitFor("two jobs run", fact("running")+` === "2" && `+fact("parked")+` === "`+strconv.Itoa(syncJobs-2)+`"`)
+	waitFor("two jobs run, jobs chained behind them", fact("running")+` === "2" && `+fact("holding")+` === "2" && `+
+		`Number(`+fact("chained")+`) >= 1 && Number(`+fact("chained")+`) + Number(`+fact("parked")+`) === `+strconv.Itoa(syncJobs-2))
 	holders, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.holders tbody tr").length`))
 	require.NoError(t, err)
 	require.Equal(t, 2, holders, "two holders listed")
 	require.Contains(t, text(`table.holders`), "running")
+	chained, err := strconv.Atoi(strings.Fields(text(`#chained`))[0])
+	require.NoError(t, err)
+	nexts, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("table.holders a.next"), a => a.textContent)`))
+	require.NoError(t, err)
+	require.Len(t, nexts, chained, "each chained job linked from its holder's row")
+	for _, id := range nexts {
+		j, err := client.JobGet(ctx, "sync", id)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateRunning, j.State, "chained job %s", id)
+		require.NotEmpty(t, j.After, "chained job %s", id)
+	}
 
 	if shot {
 		u, err := url.Parse(location())
@@ -329,7 +341,7 @@ func TestBrowser(t *testing.T) {
 	// page follows.
 	released = true
 	close(release)
-	waitFor("the key drains", fact("parked")+` === "0" && `+fact("holding")+` === "0"`)
+	waitFor("the key drains", fact("parked")+` === "0" && `+fact("holding")+` === "0" && `+fact("chained")+` === "0"`)
 	require.Contains(t, text(`main`), "No job of this key holds a slot.")
 	st, err = client.QueueStats(ctx, "sync")
 	require.NoError(t, err)

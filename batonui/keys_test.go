@@ -150,6 +150,39 @@ func TestKeysPages(t *testing.T) {
 	require.NotContains(t, job, "attempt 0 failed")
 }
 
+// TestKeyChained shows a job chained behind a key's holder: counted on the
+// keys page and the key page, linked from its holder's row, and linking
+// back from its own page.
+func TestKeyChained(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	const key = "customer:9"
+	var jobs []*baton.JobRow
+	for range 3 {
+		jobs = append(jobs, e.insertKeyed("q", key, 1, ""))
+	}
+	fetched, err := e.driver.JobFetch(ctx, &batondriver.JobFetchParams{Queue: "q", Max: 1, LeaseTTL: time.Minute, Chain: true})
+	require.NoError(t, err)
+	require.Len(t, fetched.Jobs, 2, "the holder and the job chained behind it")
+	holder, chained := fetched.Jobs[0], fetched.Jobs[1]
+	require.Equal(t, holder.ID, chained.After)
+
+	list := e.get("/queues/q/keys", http.StatusOK)
+	require.Contains(t, list, `title="Jobs chained behind a running holder`)
+	require.Regexp(t, `(\s*<td class="num">1</td>){5}\s*<td><span title="parked at`, list,
+		"limit, holding, running, chained and parked: 1 each")
+
+	page := e.get(keyPath("q", key, ""), http.StatusOK)
+	require.Contains(t, page, `<dd id="holding">1 `)
+	require.Contains(t, page, `<dd id="chained">1 `)
+	require.Contains(t, page, `<dd id="parked">1</dd>`)
+	require.Contains(t, page, `<a class="next" href="/queues/q/jobs/`+chained.ID+`">`+chained.ID+`</a>`, "the holder's row links to the job chained behind it")
+
+	job := e.get("/queues/q/jobs/"+chained.ID, http.StatusOK)
+	require.Contains(t, job, `<dt>Chained behind</dt><dd><a class="mono" id="after" href="/queues/q/jobs/`+holder.ID+`">`)
+	require.NotContains(t, e.get("/queues/q/jobs/"+jobs[2].ID, http.StatusOK), "Chained behind", "a parked job")
+}
+
 func TestKeyLimitForm(t *testing.T) {
 	e := setup(t, &batonui.Config{NoAuth: true, Writable: true})
 	ctx := context.Background()
