@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -40,6 +41,9 @@ type keyOut struct {
 	// Holding counts the jobs holding a slot: available or running.
 	Holding int `json:"holding"`
 	Running int `json:"running"`
+	// Chained counts the jobs chained behind the running holders: running
+	// too, but holding no slot until their holder finishes, and not parked.
+	Chained int `json:"chained"`
 	Parked  int `json:"parked"`
 	// OldestParked is when the next parked job to run was parked.
 	OldestParked *time.Time `json:"oldest_parked,omitempty"`
@@ -62,6 +66,8 @@ type keyHolderOut struct {
 	// it had left when read (negative: expired, to be taken back).
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
 	TTLMillis  *int64     `json:"ttl_ms,omitempty"`
+	// Next is the ID of the job chained behind this one, if any.
+	Next string `json:"next,omitempty"`
 }
 
 // keyListOut is a page of keys as `keys list --json` prints it.
@@ -75,7 +81,7 @@ type keyListOut struct {
 func toKeyOut(info *baton.KeyInfo) *keyOut {
 	out := &keyOut{
 		Queue: info.Queue, Key: info.Key, Override: info.Override, Halted: info.Override && info.Limit == 0,
-		Holding: info.Holding, Running: info.Running, Parked: info.Parked,
+		Holding: info.Holding, Running: info.Running, Chained: info.Chained, Parked: info.Parked,
 		OldestParked: timePtr(info.OldestParked), LastFence: info.Fence,
 	}
 	if !utf8.ValidString(info.Key) {
@@ -90,7 +96,7 @@ func toKeyOut(info *baton.KeyInfo) *keyOut {
 func toKeyShowOut(info *baton.KeyInfo, now time.Time) *keyShowOut {
 	out := &keyShowOut{keyOut: *toKeyOut(info), Holders: []keyHolderOut{}}
 	for _, h := range info.Holders {
-		ho := keyHolderOut{ID: h.ID, State: h.State, Fence: h.Fence, LeaseUntil: timePtr(h.LeaseUntil)}
+		ho := keyHolderOut{ID: h.ID, State: h.State, Fence: h.Fence, LeaseUntil: timePtr(h.LeaseUntil), Next: h.Next}
 		if !h.LeaseUntil.IsZero() {
 			ms := h.LeaseUntil.Sub(now).Milliseconds()
 			ho.TTLMillis = &ms
@@ -129,6 +135,8 @@ func (a *app) keysListCmd() *cobra.Command {
 jobs, or a limit override — most parked first, with:
   HOLDERS      jobs holding a slot: available or running
   RUNNING      the holders that are running
+  CHAINED      jobs chained behind a running holder: running as well, on the
+               holder's worker once it returns, holding no slot until then
   PARKED       jobs waiting for a slot, invisible to fetchers
   OLDEST WAIT  how long the next parked job to run has waited
   LIMIT        the key's limit: "(override)" when set with 'baton limit set',
@@ -156,9 +164,9 @@ An idle key keeps no state: it is not listed.`,
 					fmt.Fprintf(w, "no active keys in queue %s (%d in all)\n", queue, total)
 					return
 				}
-				row(w, "HOLDERS", "RUNNING", "PARKED", "OLDEST WAIT", "LIMIT", "LAST FENCE", "KEY")
+				row(w, "HOLDERS", "RUNNING", "CHAINED", "PARKED", "OLDEST WAIT", "LIMIT", "LAST FENCE", "KEY")
 				for _, k := range keys {
-					row(w, k.Holding, k.Running, k.Parked, waited(k.OldestParked, now), limitText(k),
+					row(w, k.Holding, k.Running, k.Chained, k.Parked, waited(k.OldestParked, now), limitText(k),
 						fenceText(k.Fence), keyText(k.Key))
 				}
 				if shown := page.offset + len(keys); shown < total || page.offset > 0 {
@@ -178,7 +186,8 @@ func (a *app) keyShowCmd() *cobra.Command {
 		Use:   "show QUEUE KEY",
 		Short: "Show a concurrency key: its limit, parked jobs and the jobs holding it",
 		Long: `Show concurrency key KEY of QUEUE: what 'baton keys list' shows, and the jobs
-holding a slot with their state, fencing token and the time their lease has left.
+holding a slot with their state, fencing token, the time their lease has left and
+the job chained behind each (NEXT), which starts on the same worker as it returns.
 A key that is not active in QUEUE (an idle key keeps no state) is not found (exit
 code 3). 'baton jobs list -q QUEUE --state parked' lists the parked jobs.` + keyArgsHelp,
 		RunE: a.action(2, 2, func(ctx context.Context, b *backend, args []string) error {
@@ -365,10 +374,15 @@ func keyTable(w io.Writer, info *baton.KeyInfo, now time.Time) {
 	row(w, "Parked:", parked)
 	row(w, "Newest fence:", fenceText(info.Fence))
 	row(w, "Holders:", fmt.Sprintf("%d (%d running)", info.Holding, info.Running))
+	chained := fmt.Sprint(info.Chained)
+	if info.Chained > 0 {
+		chained += " (running behind a holder, without a slot until it returns)"
+	}
+	row(w, "Chained:", chained)
 	if len(info.Holders) == 0 {
 		return
 	}
-	row(w, "", "JOB", "STATE", "FENCE", "LEASE")
+	row(w, "", "JOB", "STATE", "FENCE", "LEASE", "NEXT")
 	for _, h := range info.Holders {
 		lease := "-"
 		if !h.LeaseUntil.IsZero() {
@@ -378,7 +392,7 @@ func keyTable(w io.Writer, info *baton.KeyInfo, now time.Time) {
 				lease = "expired " + human(d) + " ago (to be taken back)"
 			}
 		}
-		row(w, "", h.ID, h.State, fenceText(h.Fence), lease)
+		row(w, "", h.ID, h.State, fenceText(h.Fence), lease, cmp.Or(h.Next, "-"))
 	}
 }
 

@@ -114,16 +114,16 @@ func testKeys(t *testing.T, bin string) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 4, r.stdout)
-	require.Equal(t, []string{"HOLDERS", "RUNNING", "PARKED", "OLDEST WAIT", "LIMIT", "LAST FENCE", "KEY"},
+	require.Equal(t, []string{"HOLDERS", "RUNNING", "CHAINED", "PARKED", "OLDEST WAIT", "LIMIT", "LAST FENCE", "KEY"},
 		regexp.MustCompile(`\s{2,}`).Split(lines[0], -1))
 	row := tableRow(t, r.stdout, acme)
-	require.Equal(t, []string{"2", "1", "2"}, row[:3])
-	require.Regexp(t, `^\d+(ms|s)$`, row[3], "oldest wait")
-	require.Equal(t, "2", row[4])
-	require.Regexp(t, `^\d{10,}$`, row[5], "last fence")
+	require.Equal(t, []string{"2", "1", "0", "2"}, row[:4])
+	require.Regexp(t, `^\d+(ms|s)$`, row[4], "oldest wait")
+	require.Equal(t, "2", row[5])
+	require.Regexp(t, `^\d{10,}$`, row[6], "last fence")
 	row = tableRow(t, r.stdout, odd)
-	require.Equal(t, []string{"1", "0", "1"}, row[:3])
-	require.Equal(t, []string{"1", "-", odd}, row[4:])
+	require.Equal(t, []string{"1", "0", "0", "1"}, row[:4])
+	require.Equal(t, []string{"1", "-", odd}, row[5:])
 	require.Equal(t, "(2 active keys)", lines[3])
 
 	// A page at a time.
@@ -160,9 +160,10 @@ func testKeys(t *testing.T, bin string) {
 	require.Regexp(t, `Limit:\s+2\n`, r.stdout)
 	require.Regexp(t, `Parked:\s+2 \(the next has waited \d+m?s\)`, r.stdout)
 	require.Regexp(t, `Holders:\s+2 \(1 running\)`, r.stdout)
-	require.Regexp(t, `JOB\s+STATE\s+FENCE\s+LEASE`, r.stdout)
-	require.Regexp(t, f.acme[0]+`\s+running\s+\d+\s+\d+s left`, r.stdout)
-	require.Regexp(t, f.acme[1]+`\s+available\s+-\s+-`, r.stdout)
+	require.Regexp(t, `Chained:\s+0\n`, r.stdout)
+	require.Regexp(t, `JOB\s+STATE\s+FENCE\s+LEASE\s+NEXT`, r.stdout)
+	require.Regexp(t, f.acme[0]+`\s+running\s+\d+\s+\d+s left\s+-\n`, r.stdout)
+	require.Regexp(t, f.acme[1]+`\s+available\s+-\s+-\s+-\n`, r.stdout)
 
 	// The odd key is one argument and shows as it is.
 	r = f.run("key", "show", hooks, odd)
@@ -170,6 +171,43 @@ func testKeys(t *testing.T, bin string) {
 	require.Regexp(t, `Key:\s+acme corp:\{eu\} 42\n`, r.stdout)
 	require.Regexp(t, f.odd[0]+`\s+available`, r.stdout)
 	require.Equal(t, odd, f.showKey(odd).Key)
+
+	// A fetch with chained leases takes acme's and odd's available jobs
+	// and, with nothing left available, chains each key's next parked job
+	// behind them: running, holding no slot, no longer parked.
+	fetched, err := f.driver.JobFetch(context.Background(), &batondriver.JobFetchParams{Queue: hooks, Max: 2, LeaseTTL: time.Minute, Chain: true})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{f.acme[1], f.odd[0], f.acme[2], f.odd[1]}, idsOf(fetched.Jobs))
+	f.runJSON(&page, "keys", "list", hooks)
+	require.Equal(t, []int{2, 2, 1, 1}, []int{page.Keys[0].Holding, page.Keys[0].Running, page.Keys[0].Chained, page.Keys[0].Parked}, "acme")
+	require.Equal(t, []int{1, 1, 1, 0}, []int{page.Keys[1].Holding, page.Keys[1].Running, page.Keys[1].Chained, page.Keys[1].Parked}, "odd")
+	r = f.run("keys", "list", hooks)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, []string{"2", "2", "1", "1"}, tableRow(t, r.stdout, acme)[:4])
+	require.Equal(t, []string{"1", "1", "1", "0"}, tableRow(t, r.stdout, odd)[:4])
+	k = f.showKey(acme)
+	require.Equal(t, 1, k.Chained)
+	holders = map[string]keyHolderOut{}
+	for _, h := range k.Holders {
+		holders[h.ID] = h
+	}
+	require.Empty(t, holders[f.acme[0]].Next)
+	require.Equal(t, f.acme[2], holders[f.acme[1]].Next)
+	r = f.run("key", "show", hooks, acme)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `Holders:\s+2 \(2 running\)\n`, r.stdout)
+	require.Regexp(t, `Chained:\s+1 \(running behind a holder, without a slot until it returns\)\n`, r.stdout)
+	require.Regexp(t, f.acme[1]+`\s+running\s+\d+\s+\d+s left\s+`+f.acme[2]+`\n`, r.stdout)
+	require.Regexp(t, f.acme[0]+`\s+running\s+\d+\s+\d+s left\s+-\n`, r.stdout)
+}
+
+// idsOf returns the IDs of rows, in order.
+func idsOf(rows []*batondriver.JobRow) []string {
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	return ids
 }
 
 func testKeyLimits(t *testing.T, bin string) {
@@ -205,8 +243,8 @@ func testKeyLimits(t *testing.T, bin string) {
 	require.Regexp(t, f.acme[2]+`\s+email\s+parked`, r.stdout)
 	r = f.run("keys", "list", hooks)
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Equal(t, []string{"1", "1", "3"}, tableRow(t, r.stdout, acme)[:3])
-	require.Equal(t, "halted", tableRow(t, r.stdout, acme)[4])
+	require.Equal(t, []string{"1", "1", "0", "3"}, tableRow(t, r.stdout, acme)[:4])
+	require.Equal(t, "halted", tableRow(t, r.stdout, acme)[5])
 
 	// Reset: the jobs' default, 2, applies again and promotes one.
 	r = f.run("limit", "reset", hooks, acme)
@@ -233,7 +271,7 @@ func testKeyLimits(t *testing.T, bin string) {
 	require.Len(t, out.Holders, 2)
 	r = f.run("keys", "list", hooks)
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Equal(t, "3 (override)", tableRow(t, r.stdout, odd)[4])
+	require.Equal(t, "3 (override)", tableRow(t, r.stdout, odd)[5])
 	info, err := f.client.KeyGet(context.Background(), hooks, odd)
 	require.NoError(t, err)
 	require.Equal(t, 3, info.Limit, "the library sees it too")
