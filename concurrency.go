@@ -185,11 +185,14 @@ func applyUnique(ins *batondriver.JobInsert, u *UniqueOpts, args JobArgs, encode
 	return nil
 }
 
-// KeyInfo is the state of a concurrency key of a queue: its limit, holders
-// and parked jobs.
+// KeyInfo is the state of a concurrency key of a queue: its limit, holders,
+// the jobs chained behind them (running, without a slot yet) and parked
+// jobs. Each available, running or parked job of the key is in exactly one
+// of Holding, Chained and Parked.
 type KeyInfo = batondriver.KeyInfo
 
-// KeyHolder is a job holding a slot of a key.
+// KeyHolder is a job holding a slot of a key, with the job chained behind
+// it, if any.
 type KeyHolder = batondriver.KeyHolder
 
 // KeyListOpts page through KeyList; nil means the first 100.
@@ -204,9 +207,9 @@ var ErrKeyNotFound = batondriver.ErrKeyNotFound
 
 // KeyList lists a queue's active concurrency keys — those with holders,
 // parked jobs or a limit override — most parked first, and how many there
-// are. Each comes with its limit, holders, running and parked counts, the
-// time its next parked job was parked, and its last fencing token; not its
-// holders (see KeyGet). It reads an index, not the keyspace.
+// are. Each comes with its limit, holders, running, chained and parked
+// counts, the time its next parked job was parked, and its last fencing
+// token; not its holders (see KeyGet). It reads an index, not the keyspace.
 func (c *Client) KeyList(ctx context.Context, queue string, opts *KeyListOpts) ([]*KeyInfo, int, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, 0, fmt.Errorf("baton: KeyList: %w", err)
@@ -223,7 +226,8 @@ func (c *Client) KeyList(ctx context.Context, queue string, opts *KeyListOpts) (
 }
 
 // KeyGet returns the state of a concurrency key of a queue with its
-// holders (their fences and lease expiry), or ErrKeyNotFound.
+// holders (their fences, lease expiry and the job chained behind each), or
+// ErrKeyNotFound.
 func (c *Client) KeyGet(ctx context.Context, queue, key string) (*KeyInfo, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, fmt.Errorf("baton: KeyGet: %w", err)
