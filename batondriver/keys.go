@@ -17,7 +17,10 @@ import (
 //     back). A job is admitted — made available and counted — only while its
 //     key holds fewer than its limit and nobody is parked before it;
 //     otherwise its OnBusy policy applies: it is parked (Wait), dropped
-//     (Drop), scheduled later (Reschedule) or refused (Fail).
+//     (Drop), scheduled later (Reschedule) or refused (Fail). A chained job
+//     (JobFetchParams.Chain) is the exception: it leaves the parked jobs
+//     when it is leased behind a holder, and holds a slot only once it takes
+//     over that holder's.
 //   - Every transition that frees slots promotes as many parked jobs, in
 //     park order, as slots became free, in the same atomic step, and wakes
 //     one fetcher per job promoted.

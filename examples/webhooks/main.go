@@ -202,7 +202,8 @@ func (a *admin) printKeys(title string) {
 	fmt.Fprintln(a.out, title)
 	for _, c := range customers {
 		info := a.keyGet(c)
-		fmt.Fprintf(a.out, "  %-8s limit %2d, %2d holding a slot, %2d parked (invisible to workers)\n", c, info.Limit, info.Holding, info.Parked)
+		fmt.Fprintf(a.out, "  %-8s limit %2d, %2d holding a slot, %2d chained behind them, %2d parked (invisible to workers)\n",
+			c, info.Limit, info.Holding, info.Chained, info.Parked)
 	}
 }
 
@@ -225,7 +226,8 @@ func (a *admin) limitSet(customer, call string, old, n int, info *baton.KeyInfo,
 		a.Check(false, fmt.Sprintf("%s %s: %v", customer, call, err))
 		return
 	}
-	fmt.Fprintf(a.out, "%-8s %-13s → limit %2d: %2d holding a slot, %2d parked\n", customer, call, info.Limit, info.Holding, info.Parked)
+	fmt.Fprintf(a.out, "%-8s %-13s → limit %2d: %2d holding a slot, %2d chained, %2d parked\n",
+		customer, call, info.Limit, info.Holding, info.Chained, info.Parked)
 	switch {
 	case n > old:
 		a.Check(info.Holding == n || info.Parked == 0, "raising the limit started parked deliveries in the same step")
