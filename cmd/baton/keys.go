@@ -211,8 +211,9 @@ func (a *app) limitSetCmd() *cobra.Command {
 default limit its jobs carry. N is a whole number from 0: 0 halts the key.
 
 Raising the limit promotes parked jobs at once. Lowering it lets running jobs
-finish and sends the key's jobs that have not started back to wait, at the head of
-its parked jobs: once the running ones end, at most N run. 'baton limit reset'
+finish, and the job chained behind each of them (CHAINED in 'baton keys list'),
+and sends the key's other jobs that have not started back to wait, at the head of
+its parked jobs: once those have ended, at most N run. 'baton limit reset'
 removes the override.
 
 So that a typo cannot set the limit of a key nobody uses, KEY must have been used
