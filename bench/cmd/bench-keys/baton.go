@@ -43,6 +43,12 @@ type batonSide struct {
 // newBatonSide makes a Baton cell on key prefix with Concurrency workers
 // running work; everything else is Baton's default. Its logs are discarded.
 func newBatonSide(addr, prefix string, workers int, work baton.WorkFunc[keyArgs]) (*batonSide, error) {
+	return newBatonSideConfig(addr, prefix, workers, work, nil)
+}
+
+// newBatonSideConfig is newBatonSide with set, if not nil, changing the
+// client's Config before the client is made.
+func newBatonSideConfig(addr, prefix string, workers int, work baton.WorkFunc[keyArgs], set func(*baton.Config)) (*batonSide, error) {
 	cell, err := jobcell.NewBaton(addr, prefix)
 	if err != nil {
 		return nil, err
@@ -50,9 +56,11 @@ func newBatonSide(addr, prefix string, workers int, work baton.WorkFunc[keyArgs]
 	b := &batonSide{Baton: cell, td: &tracedDriver{JobDriver: cell.Driver, base: time.Now()}}
 	ws := baton.NewWorkers()
 	baton.AddWorker[keyArgs](ws, work, nil)
-	b.client, err = baton.NewClient(b.td, &baton.Config{
-		Workers: ws, Concurrency: workers, Logger: slog.New(slog.DiscardHandler),
-	})
+	cfg := &baton.Config{Workers: ws, Concurrency: workers, Logger: slog.New(slog.DiscardHandler)}
+	if set != nil {
+		set(cfg)
+	}
+	b.client, err = baton.NewClient(b.td, cfg)
 	if err != nil {
 		cell.Close()
 		return nil, err
