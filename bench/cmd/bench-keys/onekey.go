@@ -35,6 +35,9 @@ type oneRow struct {
 	cfg    asynq.Config  // the asynq Server's config (Concurrency is set by the part)
 	capped bool          // limited by -default-cap rather than the plan
 	sleep  bool          // the critical section is time.Sleep(work), not a spin (see section.run)
+	// unchained sets Config.DisableChaining: the next job is promoted by the
+	// finish and leased back, as for a client working several queues.
+	unchained bool
 }
 
 // fixedDelay is an asynq RetryDelayFunc that always waits d.
@@ -45,6 +48,7 @@ func fixedDelay(d time.Duration) asynq.RetryDelayFunc {
 var oneRows = []oneRow{
 	{name: "baton (Limit 1, OnBusyWait)"},
 	{name: "baton (Limit 1, OnBusyWait), time.Sleep sections", sleep: true},
+	{name: "baton (Limit 1, OnBusyWait), DisableChaining", unchained: true},
 	{name: "asynq + redislock polling 10ms in the handler", asynq: true, poll: 10 * time.Millisecond},
 	{name: "asynq retry-on-busy, retry 100ms, check intervals 100ms", asynq: true, cfg: asynq.Config{
 		RetryDelayFunc: fixedDelay(100 * time.Millisecond), TaskCheckInterval: 100 * time.Millisecond,
@@ -211,7 +215,11 @@ func runOneKey(ctx context.Context, e *env) error {
 		if c.errs > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d handler errors other than a busy customer.", r.name, c.errs))
 		}
-		if !r.asynq && !r.sleep {
+		if r.unchained && c.finished {
+			infos = append(infos, fmt.Sprintf("info: %s: wall / serial ideal = %.2fs / %v = %.2fx",
+				r.name, med, ideal, med/ideal.Seconds()))
+		}
+		if !r.asynq && !r.sleep && !r.unchained {
 			batonWall = time.Duration(med * float64(time.Second))
 			if !c.finished {
 				batonWall = -1
@@ -239,9 +247,11 @@ func runOneKey(ctx context.Context, e *env) error {
 	t.Note("  the median round, and the range over the rounds. The other columns are over all rounds.")
 	t.Note("x ideal: wall over the serial ideal, %d x %v. section ms/job: the time each job spent in its", p.oneJobs, p.oneWork)
 	t.Note("  critical section, mean: the true serial floor is %d times that. The section spins on the clock", p.oneJobs)
-	t.Note("  until %v has passed (exact, one core busy while it lasts): time.Sleep(%v) overshoots, to about", p.oneWork, p.oneWork)
-	t.Note("  1.08-1.09 ms here. The \"time.Sleep sections\" row is the main Baton row with time.Sleep(%v)", p.oneWork)
-	t.Note("  sections instead, as in earlier published runs, for comparison with them. key idle ms/job:")
+	t.Note("  until %v has passed (exact, one core busy while it lasts): time.Sleep(%v) overshoots, by as much as", p.oneWork, p.oneWork)
+	t.Note("  its row's section ms/job shows. The \"time.Sleep sections\" row is the main Baton row with time.Sleep(%v)", p.oneWork)
+	t.Note("  sections instead, as in earlier published runs, for comparison with them. The DisableChaining row")
+	t.Note("  is the main row without chained jobs: each next job is promoted by the finish and leased back, one")
+	t.Note("  round trip per job, as for a client working several queues. key idle ms/job:")
 	t.Note("  (wall - the sections' sum) / jobs: how long the key stood idle per job, between a job's return and the")
 	t.Note("  next one's start (the handoff), on average. worker ms/job: how long handlers held a worker per completed")
 	t.Note("  job, every attempt and every wait for the lock included: time the pool could not give other customers.")
@@ -277,12 +287,12 @@ func oneBaton(ctx context.Context, e *env, r oneRow, prefix string) (oneCell, er
 	p := e.p
 	s := newSection(p.oneWork, r.sleep, p.oneJobs)
 	var calls atomic.Int64
-	b, err := newBatonSide(e.addr, prefix, p.oneWorkers, func(ctx context.Context, job *baton.Job[keyArgs]) error {
+	b, err := newBatonSideConfig(e.addr, prefix, p.oneWorkers, func(ctx context.Context, job *baton.Job[keyArgs]) error {
 		defer s.hold(time.Now())
 		calls.Add(1)
 		s.run()
 		return nil
-	})
+	}, func(c *baton.Config) { c.DisableChaining = r.unchained })
 	if err != nil {
 		return oneCell{}, err
 	}
