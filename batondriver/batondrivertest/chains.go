@@ -301,6 +301,36 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireChained(k, nil)
 	})
 
+	// The chained job's outcome, then the job ahead's, in one call: the
+	// chained job has ended, so the slot it would have taken over is freed
+	// and the next parked job promoted, whether completed jobs are kept or
+	// deleted at once, and whether the job ahead's outcome asks to unchain.
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration
+		unchain   bool
+	}{{"Kept", time.Hour, false}, {"Deleted", 0, false}, {"DeletedUnchain", 0, true}} {
+		t.Run("BothOutcomesInOneCallChainedFirst"+tc.name, func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			a, b, c := f.chain(k, 10*time.Second)
+			fa := outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{})
+			fa.Unchain = tc.unchain
+			require.Empty(t, f.finish(tc.retention, outcome(b, batondriver.JobOutcomeCompleted, "", time.Time{}), fa))
+			if tc.retention > 0 {
+				f.requireState(completed, a.ID, b.ID)
+			} else {
+				f.requireGone(a.ID)
+				f.requireGone(b.ID)
+			}
+			require.Empty(t, f.list(running, 10, 0).Jobs)
+			f.requireState(available, c.ID)
+			f.requireKey(k, []string{c.ID}, 0, 0)
+			f.requireChained(k, nil)
+			f.countsOf(map[batondriver.JobState]int{available: 1, completed: map[bool]int{true: 2}[tc.retention > 0]})
+		})
+	}
+
 	t.Run("ChainedOutcomeFirst", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

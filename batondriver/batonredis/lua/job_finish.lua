@@ -29,7 +29,8 @@
 -- lease_until instead, and nothing is promoted; or, asked to unchain it,
 -- puts it back at the head of the parked jobs first (see unchain in
 -- joblib.lua). A chained job's own outcome, recorded before the outcome of
--- the job ahead, frees no slot.
+-- the job ahead, frees no slot; the job ahead's then frees its slot as if
+-- nothing were chained, in a later call or later in the same one.
 -- Then (docs/job-states.md):
 --   completed: deleted, or kept in C until now + retention, finished = now;
 --   retry:     error recorded; dead if attempt >= max, else scheduled at
@@ -91,14 +92,20 @@ end
 -- in the call is dropped from it (it no longer runs).
 local handed, handed_at = {}, {}
 
+-- The jobs whose outcomes this call recorded, by ID: a completed one may be
+-- deleted only at the end, its hash still saying running until then.
+local recorded = {}
+
 -- Hand the slot of job id, whose fields (read below) are in v, to the job
 -- chained behind it, if any, or unchain that job if back is set; x gets the
--- fields to clear in job id. Reports whether it handed the slot over.
+-- fields to clear in job id. A chained job whose own outcome came earlier
+-- in the call gets neither. Reports whether it handed the slot over.
 local function hand_over(id, v, x, back)
   if v[14] and v[14] ~= '' then put(x, 'after', '') end
   local c = v[13]
   if not c or c == '' then return false end
   put(x, 'next', '')
+  if recorded[c] then return false end
   if back then
     unchain(c, id)
     return false
@@ -129,9 +136,11 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     -- Completed with neither concurrency key nor unique key (most
     -- outcomes): no slot to free, no claim to release.
     ended[#ended + 1] = id
+    recorded[id] = true
     complete(key, id)
   else
     ended[#ended + 1] = id
+    recorded[id] = true
     local attempt = tonumber(v[4])
     local u, scope = v[10], v[11]
     local x = {}
