@@ -290,8 +290,8 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 		// A fetch leases its jobs: once sent, it is seen through even if
 		// Stop begins, and its jobs run (or go back when Stop cuts them
 		// off) instead of waiting out their leases as nobody's, their
-		// attempt counted. A reply after LeaseTTL would come too late.
-		ctx, cancel := context.WithTimeout(r.giveUp, r.cfg.LeaseTTL)
+		// attempt counted. A reply after leaseWait would come too late.
+		ctx, cancel := context.WithTimeout(r.giveUp, r.leaseWait())
 		sent := time.Now()
 		res, err := r.c.driver.JobFetch(ctx, &batondriver.JobFetchParams{
 			Queue: queue, Max: min(free, 100), LeaseTTL: r.cfg.LeaseTTL, RecoverDelay: r.cfg.RecoverDelay,
@@ -365,6 +365,22 @@ func (r *runner) waker(queue string) {
 // leaseMargin is how much earlier than the backend a worker considers a
 // lease over (as in batonlock: 1% plus 2ms).
 func leaseMargin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// maxLeaseWait bounds how long a call that leases jobs (a fetch, or a
+// finish that fetches or chains) waits for its reply: a fetch takes well
+// under a millisecond, so one this slow waited behind a stalled server.
+// It is below the Redis client's usual connection timeouts (rueidis cuts a
+// connection whose writes wait 10s by default), so that the call gives up
+// first: the backend, told when its caller stopped waiting, leases nothing
+// in a call that runs later (batondriver.JobDriver.JobFetch).
+const maxLeaseWait = 5 * time.Second
+
+// leaseWait is how long a call that leases jobs waits for its reply: at
+// most until the leases it brings would be over by the worker's reckoning
+// (launch), and at most maxLeaseWait.
+func (r *runner) leaseWait() time.Duration {
+	return min(r.cfg.LeaseTTL-leaseMargin(r.cfg.LeaseTTL), maxLeaseWait)
+}
 
 // launch starts the jobs a fetch or finish sent at sent leased: each on a
 // free worker or, if reserved, on one of the workers handed to the
@@ -741,13 +757,21 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 		}
 	}()
 	backoff := 10 * time.Millisecond
-	for {
+	for try := 0; ; try++ {
 		p := &batondriver.JobFinishParams{Queue: queue, Finished: fs, Retention: r.cfg.CompletedRetention, Chain: r.chain()}
 		if slots > 0 && r.fetchCtx.Err() == nil {
 			p.Fetch = &batondriver.JobFinishFetch{Max: slots, LeaseTTL: r.cfg.LeaseTTL}
 		}
+		// The outcomes must be recorded however long it takes, but a call
+		// that leases waits only leaseWait, as a fetch does: its retry
+		// then records them without leasing.
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if p.Fetch != nil || p.Chain {
+			ctx, cancel = context.WithTimeout(ctx, r.leaseWait())
+		}
 		sent := time.Now()
-		res, err := r.c.driver.JobFinish(context.Background(), p)
+		res, err := r.c.driver.JobFinish(ctx, p)
+		cancel()
 		if err == nil {
 			started, back := r.launch(queue, res.Jobs, sent, true, chained)
 			r.releaseSlots(slots - started)
@@ -758,7 +782,11 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 				r.finish(queue, back, 0, nil)
 			}
 			r.noteDue(fs)
-			if len(res.Stale) > 0 {
+			switch {
+			case len(res.Stale) > 0 && try > 0:
+				r.log.Info("baton: outcomes retried after a failed call were recorded already, or their leases lost",
+					"queue", queue, "jobs", res.Stale)
+			case len(res.Stale) > 0:
 				r.log.Warn("baton: outcomes of jobs whose leases had been lost were ignored", "queue", queue, "jobs", res.Stale)
 			}
 			return

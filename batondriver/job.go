@@ -49,7 +49,8 @@ type JobDriver interface {
 	// or again (a new run). A keyed job's slot is freed and parked jobs of
 	// its key promoted in the same step. An outcome whose lease is no
 	// longer held is ignored and reported stale: a late owner never
-	// overwrites a newer state.
+	// overwrites a newer state. Its Fetch and Chain lease nothing in a call
+	// run after ctx's deadline, as JobFetch; the outcomes are recorded.
 	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
 
 	// JobGet returns one job, or ErrJobNotFound.

@@ -48,9 +48,9 @@ type KeyDriver interface {
 
 	// KeyList lists a queue's active keys — those with holders, parked jobs
 	// or an override — most parked first, a page at a time, from an index:
-	// its cost is O(log n + Limit), not a scan. Holders are not filled in;
-	// the counts, Chained included, are. (A key with chained jobs has
-	// holders, so it is active.)
+	// its cost is O(log n + Limit × the keys' holders), not a scan. Holders
+	// are not filled in; the counts, Chained included, are. (A key with
+	// chained jobs has holders, so it is active.)
 	KeyList(ctx context.Context, p *KeyListParams) (*KeyListResult, error)
 }
 

@@ -392,7 +392,10 @@ func (d *Driver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) 
 	return res, nil
 }
 
-// JobFinish implements batondriver.JobDriver.
+// JobFinish implements batondriver.JobDriver. If ctx has a deadline and the
+// call may lease (Fetch or Chain), the script leases nothing once the
+// server's clock is past it, as JobFetch does; the outcomes are recorded
+// all the same.
 func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
 	const op = "finish in"
 	if err := checkQueue(p.Queue); err != nil {
@@ -412,8 +415,12 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		return &batondriver.JobFinishResult{}, nil
 	}
 	ids := make([]string, len(p.Finished))
-	args := make([]string, 0, 5+6*len(p.Finished))
-	args = append(args, ms(p.Retention), itoa(fetchMax), ms(fetchTTL), leases, flag(p.Chain))
+	var waits int64
+	if p.Fetch != nil || p.Chain {
+		waits = d.clocks.deadline(ctx, p.Queue)
+	}
+	args := make([]string, 0, 6+6*len(p.Finished))
+	args = append(args, ms(p.Retention), itoa(fetchMax), ms(fetchTTL), leases, flag(p.Chain), strconv.FormatInt(waits, 10))
 	for i, f := range p.Finished {
 		if f == nil || f.ID == "" || f.Lease == "" {
 			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: outcome #%d: nil, or empty ID or lease", batondriver.ErrBadParams, i))

@@ -41,7 +41,37 @@ func TestJobFetchAfterCallerGaveUp(t *testing.T) {
 	require.Equal(t, 1, got.Jobs[0].Attempt)
 }
 
+// The same for a finish that fetches: its outcome is recorded when the
+// server runs it, but the job it would have leased stays available.
+func TestJobFinishFetchAfterCallerGaveUp(t *testing.T) {
+	t.Parallel()
+	srv, client := faultServer(t)
+	d := newDriver(t, client)
+	q := "q" + randomHex(4)
+	rows := insertJobs(t, d, q, newJob("k", 1), newJob("k", 1))
+	first := fetchJobs(t, d, q, 1, time.Minute).Jobs[0]
+
+	require.NoError(t, srv.Pause())
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Retention: time.Hour,
+		Fetch:    &batondriver.JobFinishFetch{Max: 1, LeaseTTL: time.Minute},
+		Finished: []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: first.ID, Lease: first.Lease}, Outcome: batondriver.JobOutcomeCompleted}}})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, srv.Resume())
+
+	j, err := d.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: first.ID})
+	require.NoError(t, err)
+	require.Equal(t, batondriver.JobStateCompleted, j.State, "the outcome is recorded all the same")
+	j, err = d.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: rows[1].ID})
+	require.NoError(t, err)
+	require.Equal(t, batondriver.JobStateAvailable, j.State, "leased by a call nobody waited for")
+	require.Zero(t, j.Attempt)
+}
+
 func TestServerClocksDeadline(t *testing.T) {
+	t.Parallel()
 	var c serverClocks
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -10,7 +10,10 @@
 --         for job_fetch.lua
 -- ARGV[5] "1" to chain jobs behind the jobs leased and behind the chained
 --         jobs handed a slot here (see lease in joblib.lua), else "0"
--- ARGV[6i..6i+5] for the i-th job: ID, lease, outcome (completed, retry,
+-- ARGV[6] the last server time in ms at which the caller still waits for
+--         the reply, "0" if it waits for ever: past it, the outcomes are
+--         recorded but no job is leased or chained (see job_fetch.lua)
+-- ARGV[6i+1..6i+6] for the i-th job: ID, lease, outcome (completed, retry,
 --   snooze, cancel, dead, again), error, run_at in ms for retry, snooze and
 --   again ("0": now), "1" to unchain the job chained behind it (else "0")
 --
@@ -122,7 +125,7 @@ end
 
 for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
   local key = KEYS[FIRST_JOB_KEY + i - 1]
-  local a = 6 * i
+  local a = 6 * i + 1
   local id, held, outcome, msg, run_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4])
   local v = redis.call('HMGET', key, 'state', 'lease', 'lease_until', 'attempt', 'max', 'prio', 'errors',
     'key', 'limit', 'ukey', 'uscope', 'runs', 'next', 'after')
@@ -202,6 +205,8 @@ for _, hd in ipairs(handed) do
 end
 handed = still
 local max, chain = tonumber(ARGV[2]), ARGV[5] == '1'
+local waits = tonumber(ARGV[6])
+if waits > 0 and now > waits then max, chain = 0, false end
 local mv = {}
 if max > 0 or (chain and #handed > 0) then mv = redis.call('HMGET', M, 'paused', 'fence') end
 if mv[1] == '1' then max, chain = 0, false end
