@@ -299,7 +299,9 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
 	}
 	if now, err := arr[0].AsInt64(); err == nil {
-		d.clocks.observe(p.Queue, sent, now, waits > 0 && now > waits)
+		// Refused as late: the script's own test, on the same two numbers.
+		refused := waits > 0 && now > waits
+		d.clocks.observe(p.Queue, sent, time.Now(), now, refused)
 	}
 	paused, _ := arr[1].AsInt64()
 	recovered, _ := arr[2].AsInt64()

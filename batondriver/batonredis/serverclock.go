@@ -47,12 +47,12 @@ type serverClocks struct {
 const maxSampleAge = 10 * time.Second
 
 // observe records the server time of a reply to a call sent at sent and
-// received now. A sample replaces the queue's one if its round trip was no
-// longer, or the old one is over maxSampleAge, or force is set (a call was
-// refused as late: the old sample may be wrong, after a failover or a clock
-// step on the server).
-func (c *serverClocks) observe(queue string, sent time.Time, server int64, force bool) {
-	s := clockSample{sent: sent, rtt: time.Since(sent), server: server}
+// received at recv. A sample replaces the queue's one if its round trip was
+// no longer, or the old one is over maxSampleAge, or force is set (a call
+// was refused as late: the old sample may be wrong, after a failover or a
+// clock step on the server).
+func (c *serverClocks) observe(queue string, sent, recv time.Time, server int64, force bool) {
+	s := clockSample{sent: sent, rtt: recv.Sub(sent), server: server}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old, ok := c.samples[queue]
@@ -79,7 +79,7 @@ func (c *serverClocks) deadline(ctx context.Context, queue string) int64 {
 	if !ok {
 		return 0
 	}
-	ahead := dl.Sub(s.sent)
-	slack := time.Millisecond + ahead/maxDrift
+	ahead := dl.Sub(s.sent) // negative if the sample is newer than the deadline
+	slack := time.Millisecond + max(ahead, -ahead)/maxDrift
 	return s.server + (ahead + slack).Milliseconds()
 }

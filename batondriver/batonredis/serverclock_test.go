@@ -73,26 +73,29 @@ func TestJobFinishFetchAfterCallerGaveUp(t *testing.T) {
 func TestServerClocksDeadline(t *testing.T) {
 	t.Parallel()
 	var c serverClocks
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	base := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), base.Add(10*time.Second))
 	defer cancel()
 	require.Zero(t, c.deadline(ctx, "q"), "no sample yet")
 	require.Zero(t, c.deadline(context.Background(), "q"), "no deadline")
 
-	sent := time.Now().Add(-5 * time.Millisecond)
-	c.observe("q", sent, 1_000_000, false)
-	dl, _ := ctx.Deadline()
-	ahead := dl.Sub(sent)
+	// Sent at base, answered 5ms later with the server's clock at 1,000,000
+	// ms: the server read it at most 1ms after base's 1,000,000.
+	c.observe("q", base, base.Add(5*time.Millisecond), 1_000_000, false)
 	got := c.deadline(ctx, "q")
-	require.GreaterOrEqual(t, got, 1_000_000+ahead.Milliseconds()+1, "never early: the server's clock read is taken at the send")
-	require.LessOrEqual(t, got, 1_000_000+ahead.Milliseconds()+1+ahead.Milliseconds()/maxDrift+1, "slack only for drift")
+	require.Equal(t, int64(1_000_000+10_000+1+10), got, "10s after the send, 1ms for the truncated ms, 10ms drift slack")
 	require.Zero(t, c.deadline(ctx, "other"), "samples are per queue")
 
 	// A slower round trip does not replace a recent faster one, unless forced.
-	c.observe("q", time.Now().Add(-time.Second), 5_000_000, false)
+	c.observe("q", base.Add(time.Second), base.Add(2*time.Second), 5_000_000, false)
 	require.Equal(t, got, c.deadline(ctx, "q"))
-	c.observe("q", time.Now().Add(-time.Second), 5_000_000, true)
-	require.Greater(t, c.deadline(ctx, "q"), int64(5_000_000))
-	// A faster one replaces it.
-	c.observe("q", time.Now(), 2_000_000, false)
-	require.Less(t, c.deadline(ctx, "q"), int64(2_100_000))
+	c.observe("q", base.Add(time.Second), base.Add(2*time.Second), 5_000_000, true)
+	require.Equal(t, int64(5_000_000+9_000+1+9), c.deadline(ctx, "q"))
+	// A faster one replaces it, and so does any one once the kept one is
+	// older than maxSampleAge.
+	c.observe("q", base.Add(2*time.Second), base.Add(2*time.Second+time.Millisecond), 2_000_000, false)
+	require.Equal(t, int64(2_000_000+8_000+1+8), c.deadline(ctx, "q"))
+	c.observe("q", base.Add(maxSampleAge+3*time.Second), base.Add(maxSampleAge+4*time.Second), 3_000_000, false)
+	require.Equal(t, int64(3_000_000-3_000+1+3), c.deadline(ctx, "q"),
+		"a deadline 3s before the sample's send: the drift slack still errs late")
 }
