@@ -763,8 +763,10 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 			p.Fetch = &batondriver.JobFinishFetch{Max: slots, LeaseTTL: r.cfg.LeaseTTL}
 		}
 		// The outcomes must be recorded however long it takes, but a call
-		// that leases waits only leaseWait, as a fetch does: its retry
-		// then records them without leasing.
+		// that leases waits only leaseWait, as a fetch does (a later reply
+		// would bring leases over by the worker's reckoning): its retry
+		// records them without fetching, the workers back with the
+		// dispatcher.
 		ctx, cancel := context.Background(), context.CancelFunc(func() {})
 		if p.Fetch != nil || p.Chain {
 			ctx, cancel = context.WithTimeout(ctx, r.leaseWait())
