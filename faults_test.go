@@ -3,6 +3,7 @@ package baton_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,4 +113,75 @@ func TestRedisOutageInsertsFailThenRecover(t *testing.T) {
 		return inserted == 3
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool { return ran.Load() == 4 }, 10*time.Second, 10*time.Millisecond, "workers resume after the outage")
+}
+
+// Redis stalls longer than a fetch waits for its reply waste no attempt:
+// the fetches and finishes that gave up while Redis was paused lease
+// nothing when Redis runs them after all. Jobs of one attempt are inserted
+// a few at a time while Redis is paused twice; afterwards each dead job is
+// one whose handler ran (and lost its lease in a pause), never one leased
+// by a call nobody waited for.
+func TestRedisStallsWasteNoAttempt(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartT(t, nil)
+	t.Cleanup(func() { _ = srv.Resume() })
+	d := redisDriver(t, srv.Addr(), "")
+
+	const (
+		leaseTTL = 1500 * time.Millisecond // the runner waits 1.483s for a call that leases
+		pause    = 2 * time.Second
+	)
+	var started sync.Map // job ID → struct{}
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+		started.Store(job.ID, struct{}{})
+		time.Sleep(5 * time.Millisecond)
+		return nil
+	}), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, LeaseTTL: leaseTTL,
+		PollInterval: 50 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	start(t, c)
+
+	// Insert one job every 10ms for 6s; an insert that waits more than
+	// 200ms gives up (Redis may still insert it when it resumes).
+	inserted := make(chan struct{})
+	go func() {
+		defer close(inserted)
+		for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			_, _ = c.Insert(ctx, emailArgs{To: "x"}, &baton.InsertOpts{MaxAttempts: 1})
+			cancel()
+		}
+	}()
+	t0 := time.Now()
+	for _, at := range []time.Duration{time.Second, 3500 * time.Millisecond} {
+		time.Sleep(time.Until(t0.Add(at)))
+		require.NoError(t, srv.Pause())
+		time.Sleep(pause)
+		require.NoError(t, srv.Resume())
+	}
+	<-inserted
+
+	ctx := context.Background()
+	var stats *baton.QueueStats
+	require.Eventually(t, func() bool {
+		stats, err = c.QueueStats(ctx, "default")
+		require.NoError(t, err)
+		n := stats.Counts
+		return n[baton.JobStateAvailable]+n[baton.JobStateScheduled]+n[baton.JobStateRunning] == 0
+	}, 3*leaseTTL+5*time.Second, 10*time.Millisecond, "jobs left unfinished")
+	dead, total, err := c.JobList(ctx, "default", baton.JobStateDead, &baton.JobListOpts{Limit: 1000})
+	require.NoError(t, err)
+	require.Len(t, dead, total)
+	never := 0
+	for _, j := range dead {
+		if _, ok := started.Load(j.ID); !ok {
+			never++
+		}
+	}
+	t.Logf("%d jobs completed, %d dead, of which %d never ran (the others lost their leases in a pause)",
+		stats.Counts[baton.JobStateCompleted], len(dead), never)
+	require.Positive(t, stats.Counts[baton.JobStateCompleted])
+	require.Zero(t, never, "jobs dead without ever running: leased by calls nobody waited for")
 }
