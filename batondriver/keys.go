@@ -203,7 +203,8 @@ type KeyInfo struct {
 	Parked       int
 	OldestParked time.Time
 	// Fence is the highest fencing token among the key's running holders
-	// (0 if none runs).
+	// and the jobs chained behind them (0 if none runs): every job of the
+	// key leased so far holds a token no higher.
 	Fence int64
 	// Holders are the holding jobs (KeyGet only).
 	Holders []*KeyHolder

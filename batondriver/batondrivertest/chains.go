@@ -60,17 +60,26 @@ func (f *jobFixture) requireChained(k string, next map[string]string) *batondriv
 	}
 	require.Equal(f.t, next, got, "the jobs chained behind the holders of %s", k)
 	require.Equal(f.t, len(next), info.Chained, "chained")
+	var fence int64
+	for _, h := range info.Holders {
+		if h.State == running {
+			fence = max(fence, h.Fence)
+		}
+	}
 	for h, c := range next {
 		g := f.get(c)
 		require.Equal(f.t, running, g.State, "chained job %s", c)
 		require.Equal(f.t, h, g.After, "the job ahead of %s", c)
+		fence = max(fence, g.Fence)
 	}
+	require.Equal(f.t, fence, info.Fence, "the key's fence: the highest of its running holders and chained jobs")
 	res := f.keyList(1000, 0)
 	i := slices.IndexFunc(res.Keys, func(l *batondriver.KeyInfo) bool { return l.Key == k })
 	require.GreaterOrEqual(f.t, i, 0, "%s listed", k)
 	l := res.Keys[i]
 	require.Equal(f.t, []int{info.Holding, info.Running, info.Chained, info.Parked},
 		[]int{l.Holding, l.Running, l.Chained, l.Parked}, "KeyList's holding, running, chained and parked")
+	require.Equal(f.t, info.Fence, l.Fence, "KeyList's fence")
 	return info
 }
 

@@ -327,6 +327,7 @@ func (k *jobKey) info(queue string, holders bool) *batondriver.KeyInfo {
 		}
 		if j.next != nil {
 			ki.Chained++
+			ki.Fence = max(ki.Fence, j.next.row.Fence)
 		}
 		if holders {
 			h := &batondriver.KeyHolder{ID: j.row.ID, State: j.row.State}

@@ -450,8 +450,8 @@ end
 
 -- The state of concurrency key k: {active (0|1), limit (-1 if unknown),
 -- override (0|1), holding, running, parked, the head parked job's parked
--- time or false, the highest fence of a running holder (0 if none),
--- chained, then, if holders, per holder {id, state, fence, lease_until,
+-- time or false, the highest fence of a running holder or a job chained
+-- behind one (0 if none), chained, then, if holders, per holder {id, state, fence, lease_until,
 -- next}}. Holders are read one by one to count the running ones: there
 -- are at most about the key's limit of them.
 --
@@ -485,10 +485,11 @@ local function key_info(k, holders)
       running = running + 1
       fence = math.max(fence, tonumber(v[2]) or 0)
       if v[4] and v[4] ~= '' then
-        local c = redis.call('HMGET', J .. v[4], 'state', 'after')
+        local c = redis.call('HMGET', J .. v[4], 'state', 'after', 'fence')
         if c[1] == 'running' and c[2] == id then
           chained = chained + 1
           nx = v[4]
+          fence = math.max(fence, tonumber(c[3]) or 0)
         end
       end
     end
