@@ -18,7 +18,8 @@ import (
 // hand out.
 type chainCounter struct {
 	batondriver.JobDriver
-	chained atomic.Int64
+	chained   atomic.Int64
+	unchained atomic.Int64 // outcomes sent with JobFinish.Unchain
 }
 
 func (d *chainCounter) count(rows []*batondriver.JobRow) {
@@ -38,6 +39,11 @@ func (d *chainCounter) JobFetch(ctx context.Context, p *batondriver.JobFetchPara
 }
 
 func (d *chainCounter) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	for _, f := range p.Finished {
+		if f.Unchain {
+			d.unchained.Add(1)
+		}
+	}
 	res, err := d.JobDriver.JobFinish(ctx, p)
 	if err == nil {
 		d.count(res.Jobs)
@@ -47,8 +53,16 @@ func (d *chainCounter) JobFinish(ctx context.Context, p *batondriver.JobFinishPa
 
 // A key of limit 1 works off its backlog through chained jobs, each started
 // on the worker of the job ahead as that one returns: in insertion order,
-// one at a time, with rising fences.
+// one at a time, with rising fences. So does a client working two queues,
+// as long as it has workers free.
 func TestChainedJobsRunInOrder(t *testing.T) {
+	t.Run("OneQueue", func(t *testing.T) { testChainedJobsRunInOrder(t, nil) })
+	t.Run("TwoQueues", func(t *testing.T) {
+		testChainedJobsRunInOrder(t, []baton.QueueConfig{{Name: "default", Weight: 3}, {Name: "other", Weight: 1}})
+	})
+}
+
+func testChainedJobsRunInOrder(t *testing.T, queues []baton.QueueConfig) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
 		d := &chainCounter{JobDriver: newJobDriver(t)}
@@ -67,7 +81,8 @@ func TestChainedJobsRunInOrder(t *testing.T) {
 			done.Add(1)
 			return nil
 		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
-		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 8, Logger: quiet, PollInterval: 5 * time.Second})
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 8, Queues: queues, Logger: quiet,
+			PollInterval: 5 * time.Second})
 		require.NoError(t, err)
 		const n = 40
 		jobs := make([]*baton.InsertManyParams, n)
@@ -90,6 +105,72 @@ func TestChainedJobsRunInOrder(t *testing.T) {
 		}
 		t.Logf("%d of %d jobs chained", d.chained.Load(), n)
 		require.GreaterOrEqual(t, d.chained.Load(), int64(n-3), "the key's jobs were not chained")
+	})
+}
+
+// A client working two queues gives a chained job back when its other
+// workers are all busy: the other queue may be waiting for the worker. The
+// job then runs after its promotion, its attempt counted once.
+func TestChainedJobGivenBackWhenPoolBusy(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := &chainCounter{JobDriver: newJobDriver(t)}
+		release0, releaseOther := make(chan struct{}), make(chan struct{})
+		var otherRunning atomic.Int32
+		type run struct{ n, attempt int }
+		runs := make(chan run, 10)
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			select {
+			case runs <- run{job.Args.N, job.Attempt}:
+			default:
+			}
+			if job.Args.N == 0 {
+				select {
+				case <-release0:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(ctx context.Context, _ *baton.Job[emailArgs]) error {
+			otherRunning.Add(1)
+			select {
+			case <-releaseOther:
+			case <-ctx.Done():
+			}
+			return nil
+		}), nil)
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 3, Logger: quiet,
+			Queues: []baton.QueueConfig{{Name: "default"}, {Name: "other"}}, PollInterval: 50 * time.Millisecond})
+		require.NoError(t, err)
+		ctx := t.Context()
+		for i := range 2 {
+			_, err := c.Insert(ctx, webhookArgs{Customer: "a", N: i}, nil)
+			require.NoError(t, err)
+		}
+		start(t, c)
+		var once0, onceOther sync.Once
+		free0 := func() { once0.Do(func() { close(release0) }) }
+		freeOther := func() { onceOther.Do(func() { close(releaseOther) }) }
+		t.Cleanup(func() { free0(); freeOther() }) // before Stop, should the test fail
+		require.Equal(t, run{0, 1}, <-runs)
+		require.Eventually(t, func() bool { return d.chained.Load() == 1 }, 5*time.Second, time.Millisecond,
+			"job 1 chained behind job 0 while two workers were free")
+		for range 2 {
+			_, err := c.Insert(ctx, emailArgs{To: "x"}, &baton.InsertOpts{Queue: "other"})
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool { return otherRunning.Load() == 2 }, 5*time.Second, time.Millisecond)
+		free0() // job 0 returns with no other worker free
+		select {
+		case r := <-runs:
+			require.Equal(t, run{1, 1}, r, "job 1 runs once, after its promotion, its chained attempt given back")
+		case <-time.After(5 * time.Second):
+			t.Fatal("job 1 did not run")
+		}
+		require.Equal(t, int64(1), d.unchained.Load(), "job 0's outcome gave job 1 back")
+		freeOther()
 	})
 }
 

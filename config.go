@@ -87,14 +87,17 @@ type Config struct {
 	// expired leases. Default 1s.
 	PollInterval time.Duration
 
-	// DisableChaining turns off chained jobs. By default a client working
-	// one queue, when its queue has nothing else available, has the next
-	// parked job of a running job's concurrency key leased behind it, and
-	// starts that job on the same worker the moment the handler returns:
-	// a key's jobs follow one another without a round trip to the backend
-	// between them. The chained job is leased in advance, so lowering the
-	// key's limit or halting it (SetLimit) lets it run, like the running
-	// jobs: with chaining disabled, a halt stops every job not yet started.
+	// DisableChaining turns off chained jobs. By default, when a queue has
+	// nothing else available, the next parked job of a running job's
+	// concurrency key is leased behind it, and starts on the same worker
+	// the moment the handler returns: a key's jobs follow one another
+	// without a round trip to the backend between them. A client working
+	// several queues follows a chain only while another of its workers is
+	// free, so that the other queues never wait for it: else the chained
+	// job goes back to wait for its promotion. The chained job is leased in
+	// advance, so lowering the key's limit or halting it (SetLimit) lets it
+	// run, like the running jobs: with chaining disabled, a halt stops every
+	// job not yet started.
 	DisableChaining bool
 
 	// AllowUnknownKinds lets a client with Workers insert kinds it has no

@@ -296,7 +296,7 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 		res, err := r.c.driver.JobFetch(ctx, &batondriver.JobFetchParams{
 			Queue: queue, Max: min(free, 100), LeaseTTL: r.cfg.LeaseTTL, RecoverDelay: r.cfg.RecoverDelay,
 			DeadRetention: r.cfg.DeadRetention, DroppedRetention: max(r.cfg.CompletedRetention, time.Millisecond),
-			Chain: r.chain(),
+			Chain: r.chain(free - 1), // a worker left once this fetch leased one
 		})
 		cancel()
 		if err != nil {
@@ -533,20 +533,24 @@ func (r *runner) executeOne(e *execution) *execution {
 // executions, it reports instead that e's outcome must unchain the job
 // (JobFinish.Unchain), which goes back to the head of its key's parked
 // jobs. If e's lease was lost, so was the chained job's: it does not run,
-// and the backend puts it back when that lease expires. r.mu is held.
+// and the backend puts it back when that lease expires.
+//
+// A client working several queues unchains the job too when no other
+// worker is free: then the other queues may be waiting for this one, and
+// the dispatcher's order (weights or strict priority) decides what it
+// serves next; the key's job goes back to be promoted and fetched like any
+// other. r.mu is held.
 func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
 	row := e.next
 	e.next = nil
 	switch {
 	case row == nil || !ok:
 		return nil, false
-	case r.stopping:
+	case r.stopping, len(r.cfg.Queues) > 1 && r.free == 0:
 		return nil, true
 	}
 	c := r.track(e.queue, row, e.until)
-	if r.chain() {
-		c.chainDone = make(chan struct{})
-	}
+	c.chainDone = make(chan struct{})
 	return c, false
 }
 
@@ -569,12 +573,19 @@ func (r *runner) handoff() bool {
 	return len(r.cfg.Queues) == 1 && r.fetchCtx.Err() == nil
 }
 
-// chain reports whether fetches and finishes ask for chained jobs
+// chain reports whether a fetch or finish asks for chained jobs
 // (batondriver.JobFetchParams.Chain): a job chained behind a running one
-// starts on its worker as soon as it returns. Only when the client works
-// one queue, as for handoff, and Config.DisableChaining is not set.
-func (r *runner) chain() bool {
-	return r.handoff() && !r.cfg.DisableChaining
+// starts on its worker as soon as it returns. Not once Stop has begun nor
+// with Config.DisableChaining. A client working one queue always asks; one
+// working several asks only if free, the workers that will be free when
+// the call has leased, is positive: a chained job then runs only while
+// another worker is free for the other queues (follow), and in a pool
+// with none it would go back unrun, its chaining and unchaining wasted.
+func (r *runner) chain(free int) bool {
+	if r.cfg.DisableChaining || r.fetchCtx.Err() != nil {
+		return false
+	}
+	return len(r.cfg.Queues) == 1 || free > 0
 }
 
 // releaseSlots frees n workers handed to the completer and not used.
@@ -758,7 +769,8 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 	}()
 	backoff := 10 * time.Millisecond
 	for try := 0; ; try++ {
-		p := &batondriver.JobFinishParams{Queue: queue, Finished: fs, Retention: r.cfg.CompletedRetention, Chain: r.chain()}
+		p := &batondriver.JobFinishParams{Queue: queue, Finished: fs, Retention: r.cfg.CompletedRetention,
+			Chain: r.chain(r.freeWorkers())}
 		if slots > 0 && r.fetchCtx.Err() == nil {
 			p.Fetch = &batondriver.JobFinishFetch{Max: slots, LeaseTTL: r.cfg.LeaseTTL}
 		}

@@ -36,7 +36,8 @@ type oneRow struct {
 	capped bool          // limited by -default-cap rather than the plan
 	sleep  bool          // the critical section is time.Sleep(work), not a spin (see section.run)
 	// unchained sets Config.DisableChaining: the next job is promoted by the
-	// finish and leased back, as for a client working several queues.
+	// finish and leased back, as it is for a client working several queues
+	// whose other workers are all busy.
 	unchained bool
 }
 
@@ -251,7 +252,7 @@ func runOneKey(ctx context.Context, e *env) error {
 	t.Note("  its row's section ms/job shows. The \"time.Sleep sections\" row is the main Baton row with time.Sleep(%v)", p.oneWork)
 	t.Note("  sections instead, as in earlier published runs, for comparison with them. The DisableChaining row")
 	t.Note("  is the main row without chained jobs: each next job is promoted by the finish and leased back, one")
-	t.Note("  round trip per job, as for a client working several queues. key idle ms/job:")
+	t.Note("  round trip per job, as for a client of several queues with no other worker free. key idle ms/job:")
 	t.Note("  (wall - the sections' sum) / jobs: how long the key stood idle per job, between a job's return and the")
 	t.Note("  next one's start (the handoff), on average. worker ms/job: how long handlers held a worker per completed")
 	t.Note("  job, every attempt and every wait for the lock included: time the pool could not give other customers.")

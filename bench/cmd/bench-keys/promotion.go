@@ -32,14 +32,15 @@ var promoEvents = []string{
 	"the promoted job's handler starts",
 }
 
-// promoVariants are part 3's two runs: Baton's default for a client that
-// works one queue, and the promotion path that every other client takes.
+// promoVariants are part 3's two runs: Baton's default, and the promotion
+// path that DisableChaining gives (and a client working several queues
+// whose other workers are all busy).
 var promoVariants = []struct {
 	name, title string
 	chain       bool
 }{
-	{"chained", "a client working one queue: chained jobs (the default)", true},
-	{"unchained", "DisableChaining, as for a client working several queues: promotion by the finish", false},
+	{"chained", "chained jobs (the default)", true},
+	{"unchained", "DisableChaining: promotion by the finish, then a wake-up and a fetch", false},
 }
 
 // runPromotion is part 3: jobs of one key of limit 1 run one after the
