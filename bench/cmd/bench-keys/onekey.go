@@ -39,6 +39,9 @@ type oneRow struct {
 	// finish and leased back, as it is for a client working several queues
 	// whose other workers are all busy.
 	unchained bool
+	// twoQueues makes the client work a second, empty queue beside the
+	// jobs' own.
+	twoQueues bool
 }
 
 // fixedDelay is an asynq RetryDelayFunc that always waits d.
@@ -50,6 +53,7 @@ var oneRows = []oneRow{
 	{name: "baton (Limit 1, OnBusyWait)"},
 	{name: "baton (Limit 1, OnBusyWait), time.Sleep sections", sleep: true},
 	{name: "baton (Limit 1, OnBusyWait), DisableChaining", unchained: true},
+	{name: "baton (Limit 1, OnBusyWait), a client of two queues", twoQueues: true},
 	{name: "asynq + redislock polling 10ms in the handler", asynq: true, poll: 10 * time.Millisecond},
 	{name: "asynq retry-on-busy, retry 100ms, check intervals 100ms", asynq: true, cfg: asynq.Config{
 		RetryDelayFunc: fixedDelay(100 * time.Millisecond), TaskCheckInterval: 100 * time.Millisecond,
@@ -216,11 +220,11 @@ func runOneKey(ctx context.Context, e *env) error {
 		if c.errs > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d handler errors other than a busy customer.", r.name, c.errs))
 		}
-		if r.unchained && c.finished {
+		if (r.unchained || r.twoQueues) && c.finished {
 			infos = append(infos, fmt.Sprintf("info: %s: wall / serial ideal = %.2fs / %v = %.2fx",
 				r.name, med, ideal, med/ideal.Seconds()))
 		}
-		if !r.asynq && !r.sleep && !r.unchained {
+		if !r.asynq && !r.sleep && !r.unchained && !r.twoQueues {
 			batonWall = time.Duration(med * float64(time.Second))
 			if !c.finished {
 				batonWall = -1
@@ -252,7 +256,8 @@ func runOneKey(ctx context.Context, e *env) error {
 	t.Note("  its row's section ms/job shows. The \"time.Sleep sections\" row is the main Baton row with time.Sleep(%v)", p.oneWork)
 	t.Note("  sections instead, as in earlier published runs, for comparison with them. The DisableChaining row")
 	t.Note("  is the main row without chained jobs: each next job is promoted by the finish and leased back, one")
-	t.Note("  round trip per job, as for a client of several queues with no other worker free. key idle ms/job:")
+	t.Note("  round trip per job, as for a client of several queues with no other worker free. The two-queue row's")
+	t.Note("  client works a second, empty queue too: it chains while another worker is free. key idle ms/job:")
 	t.Note("  (wall - the sections' sum) / jobs: how long the key stood idle per job, between a job's return and the")
 	t.Note("  next one's start (the handoff), on average. worker ms/job: how long handlers held a worker per completed")
 	t.Note("  job, every attempt and every wait for the lock included: time the pool could not give other customers.")
@@ -293,7 +298,12 @@ func oneBaton(ctx context.Context, e *env, r oneRow, prefix string) (oneCell, er
 		calls.Add(1)
 		s.run()
 		return nil
-	}, func(c *baton.Config) { c.DisableChaining = r.unchained })
+	}, func(c *baton.Config) {
+		c.DisableChaining = r.unchained
+		if r.twoQueues {
+			c.Queues = []baton.QueueConfig{{Name: "default"}, {Name: "other"}}
+		}
+	})
 	if err != nil {
 		return oneCell{}, err
 	}
