@@ -2,6 +2,7 @@ package baton_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -154,7 +155,12 @@ func TestChainedJobGivenBackWhenPoolBusy(t *testing.T) {
 		free0 := func() { once0.Do(func() { close(release0) }) }
 		freeOther := func() { onceOther.Do(func() { close(releaseOther) }) }
 		t.Cleanup(func() { free0(); freeOther() }) // before Stop, should the test fail
-		require.Equal(t, run{0, 1}, <-runs)
+		select {
+		case r := <-runs:
+			require.Equal(t, run{0, 1}, r)
+		case <-time.After(5 * time.Second):
+			t.Fatal("job 0 did not run")
+		}
 		require.Eventually(t, func() bool { return d.chained.Load() == 1 }, 5*time.Second, time.Millisecond,
 			"job 1 chained behind job 0 while two workers were free")
 		for range 2 {
@@ -171,6 +177,65 @@ func TestChainedJobGivenBackWhenPoolBusy(t *testing.T) {
 		}
 		require.Equal(t, int64(1), d.unchained.Load(), "job 0's outcome gave job 1 back")
 		freeOther()
+	})
+}
+
+// flakyFinish fails the first JobFinish that records job fail's outcome,
+// and delays every one that records job slow's by slowBy.
+type flakyFinish struct {
+	batondriver.JobDriver
+	fail, slow string
+	slowBy     time.Duration
+	failed     atomic.Bool
+}
+
+func (d *flakyFinish) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	for _, f := range p.Finished {
+		if f.ID == d.fail && d.failed.CompareAndSwap(false, true) {
+			return nil, errors.New("injected: backend unreachable")
+		}
+		if f.ID == d.slow {
+			time.Sleep(d.slowBy)
+		}
+	}
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// When the finish of a job with a job chained behind it fails, that chained
+// job goes ahead on its own; the retry, landing while its outcome is still
+// on the way, hands it the slot but chains nothing behind it, so the key's
+// order holds.
+func TestChainOrderSurvivesFailedFinish(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := &flakyFinish{JobDriver: newJobDriver(t), slowBy: 100 * time.Millisecond}
+		var mu sync.Mutex
+		var order []int
+		var done atomic.Int32
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+			mu.Lock()
+			order = append(order, job.Args.N)
+			mu.Unlock()
+			done.Add(1)
+			return nil
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet, PollInterval: 50 * time.Millisecond})
+		require.NoError(t, err)
+		const n = 6
+		jobs := make([]*baton.InsertManyParams, n)
+		for i := range jobs {
+			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: "a", N: i}}
+		}
+		res, err := c.InsertMany(t.Context(), jobs)
+		require.NoError(t, err)
+		d.fail, d.slow = res[0].Job.ID, res[1].Job.ID
+		start(t, c)
+		require.Eventually(t, func() bool { return done.Load() == n }, 10*time.Second, time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, []int{0, 1, 2, 3, 4, 5}, order)
+		require.True(t, d.failed.Load())
 	})
 }
 

@@ -30,6 +30,7 @@ type runner struct {
 	dueAt    time.Time // earliest RunAt of a retry or snooze this process recorded
 	running  map[execKey]*execution
 	free     int           // workers not running a job
+	fetching int           // of those, how many a fetch in flight asks jobs for
 	changed  chan struct{} // closed and replaced when free grows
 	stopping bool          // Stop waits for the executions: start no more
 
@@ -176,6 +177,14 @@ func (r *runner) freeWorkers() int {
 	return r.free
 }
 
+// spareWorkers counts the free workers that no fetch in flight asks jobs
+// for.
+func (r *runner) spareWorkers() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.free - r.fetching
+}
+
 // slotChanged returns a channel closed when a worker is next freed.
 func (r *runner) slotChanged() <-chan struct{} {
 	r.mu.Lock()
@@ -292,13 +301,20 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 		// off) instead of waiting out their leases as nobody's, their
 		// attempt counted. A reply after leaseWait would come too late.
 		ctx, cancel := context.WithTimeout(r.giveUp, r.leaseWait())
+		asked := min(free, 100)
+		r.mu.Lock()
+		r.fetching += asked // spoken for: no chain counts them free (follow)
+		r.mu.Unlock()
 		sent := time.Now()
 		res, err := r.c.driver.JobFetch(ctx, &batondriver.JobFetchParams{
-			Queue: queue, Max: min(free, 100), LeaseTTL: r.cfg.LeaseTTL, RecoverDelay: r.cfg.RecoverDelay,
+			Queue: queue, Max: asked, LeaseTTL: r.cfg.LeaseTTL, RecoverDelay: r.cfg.RecoverDelay,
 			DeadRetention: r.cfg.DeadRetention, DroppedRetention: max(r.cfg.CompletedRetention, time.Millisecond),
 			Chain: r.chain(free - 1), // a worker left once this fetch leased one
 		})
 		cancel()
+		r.mu.Lock()
+		r.fetching -= asked
+		r.mu.Unlock()
 		if err != nil {
 			if r.fetchCtx.Err() == nil {
 				r.log.Warn("baton: fetch failed; backing off", "queue", queue, "err", err)
@@ -536,7 +552,8 @@ func (r *runner) executeOne(e *execution) *execution {
 // and the backend puts it back when that lease expires.
 //
 // A client working several queues unchains the job too when no other
-// worker is free: then the other queues may be waiting for this one, and
+// worker is free (but those a fetch in flight asks jobs for): then the
+// other queues may be waiting for this one, and
 // the dispatcher's order (weights or strict priority) decides what it
 // serves next; the key's job goes back to be promoted and fetched like any
 // other. r.mu is held.
@@ -546,7 +563,7 @@ func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
 	switch {
 	case row == nil || !ok:
 		return nil, false
-	case r.stopping, len(r.cfg.Queues) > 1 && r.free == 0:
+	case r.stopping, len(r.cfg.Queues) > 1 && r.free-r.fetching <= 0:
 		return nil, true
 	}
 	c := r.track(e.queue, row, e.until)
@@ -767,10 +784,25 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 			close(c.chainDone)
 		}
 	}()
+	// The call chains behind the jobs it leases and behind the chained ones
+	// that take over slots here (chained), if chaining is on. The chained
+	// executions wait for it only if it may chain behind them; else, and
+	// once a failed try has let them go (below), no try chains: they may
+	// have returned before it lands, and what it chained behind them would
+	// be given back.
+	chain := (slots > 0 || len(chained) > 0) && r.chain(r.spareWorkers())
+	letGo := func() {
+		for _, c := range chained {
+			close(c.chainDone)
+		}
+		chained, chain = nil, false
+	}
+	if !chain {
+		letGo()
+	}
 	backoff := 10 * time.Millisecond
 	for try := 0; ; try++ {
-		p := &batondriver.JobFinishParams{Queue: queue, Finished: fs, Retention: r.cfg.CompletedRetention,
-			Chain: r.chain(r.freeWorkers())}
+		p := &batondriver.JobFinishParams{Queue: queue, Finished: fs, Retention: r.cfg.CompletedRetention, Chain: chain}
 		if slots > 0 && r.fetchCtx.Err() == nil {
 			p.Fetch = &batondriver.JobFinishFetch{Max: slots, LeaseTTL: r.cfg.LeaseTTL}
 		}
@@ -809,10 +841,7 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 		// do the chained jobs' workers.
 		r.releaseSlots(slots)
 		slots = 0
-		for _, c := range chained {
-			close(c.chainDone)
-		}
-		chained = nil
+		letGo()
 		r.log.Warn("baton: recording job outcomes failed; retrying", "queue", queue, "jobs", len(fs), "err", err)
 		select {
 		case <-time.After(backoff):
