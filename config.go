@@ -93,8 +93,8 @@ type Config struct {
 	// the moment the handler returns: a key's jobs follow one another
 	// without a round trip to the backend between them. A client working
 	// several queues follows a chain only while another of its workers is
-	// free, so that the other queues never wait for it: else the chained
-	// job goes back to wait for its promotion. The chained job is leased in
+	// free, so that a busy pool's other queues do not wait behind the key:
+	// else the chained job goes back to wait for its promotion. The chained job is leased in
 	// advance, so lowering the key's limit or halting it (SetLimit) lets it
 	// run, like the running jobs: with chaining disabled, a halt stops every
 	// job not yet started.

@@ -204,7 +204,7 @@ type KeyInfo struct {
 	OldestParked time.Time
 	// Fence is the highest fencing token among the key's running holders
 	// and the jobs chained behind them (0 if none runs): every job of the
-	// key leased so far holds a token no higher.
+	// key leased and not yet finished holds a token no higher.
 	Fence int64
 	// Holders are the holding jobs (KeyGet only).
 	Holders []*KeyHolder

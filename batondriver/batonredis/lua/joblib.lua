@@ -451,9 +451,9 @@ end
 -- The state of concurrency key k: {active (0|1), limit (-1 if unknown),
 -- override (0|1), holding, running, parked, the head parked job's parked
 -- time or false, the highest fence of a running holder or a job chained
--- behind one (0 if none), chained, then, if holders, per holder {id, state, fence, lease_until,
--- next}}. Holders are read one by one to count the running ones: there
--- are at most about the key's limit of them.
+-- behind one (0 if none), chained, then, if holders, per holder {id,
+-- state, fence, lease_until, next}}. Holders are read one by one to count
+-- the running ones: there are at most about the key's limit of them.
 --
 -- chained counts the jobs chained behind the holders (chain_next below):
 -- a running holder's next names one while that job is running with after
