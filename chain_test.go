@@ -239,6 +239,57 @@ func TestChainOrderSurvivesFailedFinish(t *testing.T) {
 	})
 }
 
+// downQueue fails every JobFinish of one queue until a time.
+type downQueue struct {
+	batondriver.JobDriver
+	queue string
+	until time.Time
+}
+
+func (d *downQueue) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	if p.Queue == d.queue && time.Now().Before(d.until) {
+		return nil, errors.New("injected: this queue's node is down")
+	}
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// A queue whose outcomes cannot be recorded holds up no other queue: a key's
+// chained jobs in a healthy queue carry on while the other queue's finishes
+// fail and retry.
+func TestFailingQueueHoldsUpNoOther(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		const down = 2 * time.Second
+		d := &downQueue{JobDriver: newJobDriver(t), queue: "other"}
+		var done atomic.Int32
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error {
+			time.Sleep(5 * time.Millisecond)
+			done.Add(1)
+			return nil
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), nil)
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet,
+			Queues: []baton.QueueConfig{{Name: "default"}, {Name: "other"}}, PollInterval: 50 * time.Millisecond})
+		require.NoError(t, err)
+		ctx := t.Context()
+		const n = 20
+		jobs := make([]*baton.InsertManyParams, n)
+		for i := range jobs {
+			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: "a", N: i}}
+		}
+		for range 4 {
+			jobs = append(jobs, &baton.InsertManyParams{Args: emailArgs{To: "x"}, Opts: &baton.InsertOpts{Queue: "other"}})
+		}
+		_, err = c.InsertMany(ctx, jobs)
+		require.NoError(t, err)
+		d.until = time.Now().Add(down)
+		start(t, c)
+		require.Eventually(t, func() bool { return done.Load() == n }, down/2, time.Millisecond,
+			"the key's jobs waited for the other queue's outcomes")
+	})
+}
+
 // A job chained behind one that returns once Stop has begun does not run:
 // it goes back to the head of its key's parked jobs, its attempt not
 // counted, so the key's order holds across a restart.

@@ -329,7 +329,7 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 			next = res.NextRunAt
 		}
 		if _, back := r.launch(queue, res.Jobs, sent, false, nil); len(back) > 0 {
-			r.finish(queue, back, 0, nil)
+			r.finish(queue, back, 0, nil, nil)
 		}
 		if res.More && !upkeep {
 			// The queue has more jobs than it was asked for: a worker
@@ -715,15 +715,16 @@ func (r *runner) outcome(e *execution, err error) *batondriver.JobFinish {
 	return f
 }
 
-// maxFinishing is how many JobFinish calls may be in flight at once. A
-// finish also leases the next jobs for the workers it frees (handoff), so
-// the completer is the pool's fetcher too: one call at a time would make
-// its round trip the pool's ceiling.
+// maxFinishing is how many batches of outcomes may be in flight at once,
+// each one JobFinish call per queue (a call that failed retries outside
+// this bound). A finish also leases the next jobs for the workers it frees
+// (handoff), so the completer is the pool's fetcher too: one call at a time
+// would make its round trip the pool's ceiling.
 const maxFinishing = 4
 
-// complete records outcomes in batches, up to maxFinishing calls at once:
-// when a call slot is free, whatever has arrived goes in the next batch, one
-// call per queue.
+// complete records outcomes in batches, up to maxFinishing at once: when a
+// slot is free, whatever has arrived goes in the next batch, one call per
+// queue, the queues' calls side by side.
 func (r *runner) complete() {
 	defer close(r.finished)
 	var calls sync.WaitGroup
@@ -760,12 +761,18 @@ func (r *runner) complete() {
 				break drain
 			}
 		}
-		calls.Add(1)
+		// One call per queue, side by side, and the batch's slot free once
+		// each has been tried: a queue whose calls fail and retry (its
+		// Redis Cluster node down) holds up no other queue's outcomes, nor
+		// the chained jobs waiting for them.
+		var tried sync.WaitGroup
+		for queue, fs := range batch {
+			tried.Add(1)
+			calls.Go(func() { r.finish(queue, fs, slots[queue], chained[queue], tried.Done) })
+		}
 		go func() {
-			defer func() { <-free; calls.Done() }()
-			for queue, fs := range batch {
-				r.finish(queue, fs, slots[queue], chained[queue])
-			}
+			tried.Wait()
+			<-free
 		}()
 	}
 }
@@ -778,7 +785,16 @@ func (r *runner) complete() {
 // the workers left over are freed. chained are the executions of the jobs
 // chained behind some of these, started already: the call may chain jobs
 // behind them in turn, and closes their chainDone once it has returned.
-func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, chained []*execution) {
+// tried, if not nil, is called once the first try has returned, whatever
+// its result.
+func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, chained []*execution, tried func()) {
+	if tried != nil {
+		defer func() {
+			if tried != nil {
+				tried()
+			}
+		}()
+	}
 	defer func() {
 		for _, c := range chained {
 			close(c.chainDone)
@@ -818,6 +834,10 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 		sent := time.Now()
 		res, err := r.c.driver.JobFinish(ctx, p)
 		cancel()
+		if tried != nil {
+			tried()
+			tried = nil
+		}
 		if err == nil {
 			started, back := r.launch(queue, res.Jobs, sent, true, chained)
 			r.releaseSlots(slots - started)
@@ -825,7 +845,7 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 				// Leased as Stop began, or chained behind a job that is
 				// gone: back to the queue, the attempt not counted, as
 				// Stop does with cut-off jobs.
-				r.finish(queue, back, 0, nil)
+				r.finish(queue, back, 0, nil, nil)
 			}
 			r.noteDue(fs)
 			switch {
