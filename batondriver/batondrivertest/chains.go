@@ -340,6 +340,26 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		})
 	}
 
+	// A chained job given back (snoozed until now) before the outcome of the
+	// job ahead keeps its place: it goes back to the head of the parked
+	// jobs, its attempt not counted, and runs before the jobs behind it.
+	t.Run("ChainedGivenBackToHead", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 10*time.Second)
+		require.Empty(t, f.finish(time.Hour, outcome(b, batondriver.JobOutcomeSnooze, "", time.Time{})))
+		g := f.get(b.ID)
+		require.Equal(t, parked, g.State)
+		require.Zero(t, g.Attempt)
+		require.Empty(t, g.After)
+		f.requireKey(k, []string{a.ID}, 1, 2)
+		f.requireChained(k, nil)
+		f.complete(a)
+		f.requireState(available, b.ID)
+		f.requireState(parked, c.ID)
+		f.requireKey(k, []string{b.ID}, 0, 1)
+	})
+
 	t.Run("ChainedOutcomeFirst", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

@@ -821,6 +821,15 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 			res.Stale = append(res.Stale, f.ID)
 			continue
 		}
+		if f.Outcome == batondriver.JobOutcomeSnooze && !f.RunAt.After(now) {
+			if h := q.ahead(j); h != nil {
+				// A chained job given back before the outcome of the job
+				// ahead (its client will not run it): back to the head of
+				// its key's parked jobs, as if the job ahead unchained it.
+				q.unchain(h, now)
+				continue
+			}
+		}
 		if f.Unchain {
 			q.unchain(j, now) // then j's freed slot promotes it first
 		}

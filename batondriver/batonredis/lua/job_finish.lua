@@ -33,7 +33,10 @@
 -- puts it back at the head of the parked jobs first (see unchain in
 -- joblib.lua). A chained job's own outcome, recorded before the outcome of
 -- the job ahead, frees no slot; the job ahead's then frees its slot as if
--- nothing were chained, in a later call or later in the same one.
+-- nothing were chained, in a later call or later in the same one. A
+-- chained job snoozed until now or earlier (given back by a client that
+-- will not run it) goes back to the head of its key's parked jobs, as an
+-- unchained one does.
 -- Then (docs/job-states.md):
 --   completed: deleted, or kept in C until now + retention, finished = now;
 --   retry:     error recorded; dead if attempt >= max, else scheduled at
@@ -135,6 +138,13 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
   end
   if v[1] ~= 'running' or v[2] ~= held or tonumber(v[3]) <= now then
     stale[#stale + 1] = i
+  elseif outcome == 'snooze' and run_at <= now and (v[14] or '') ~= '' then
+    -- A chained job given back before the outcome of the job ahead (its
+    -- client will not run it): back to the head of its key's parked jobs,
+    -- as if the job ahead unchained it.
+    ended[#ended + 1] = id
+    recorded[id] = true
+    unchain(id, v[14])
   elseif outcome == 'completed' and (v[8] or '') == '' and (v[10] or '') == '' then
     -- Completed with neither concurrency key nor unique key (most
     -- outcomes): no slot to free, no claim to release.
