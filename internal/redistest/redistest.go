@@ -119,7 +119,8 @@ func (s *Server) Kill() error {
 }
 
 // Pause stops the server with SIGSTOP, so it accepts connections but answers
-// nothing until Resume. It returns an error if the server is not running.
+// nothing until Resume. It returns once the process has stopped, or an
+// error if the server is not running.
 func (s *Server) Pause() error { return s.stopCont(syscall.SIGSTOP, true) }
 
 // Resume continues a paused server with SIGCONT. It returns an error if the
@@ -193,7 +194,33 @@ func (s *Server) stopCont(sig syscall.Signal, paused bool) error {
 		return fmt.Errorf("redistest: %v: %w", sig, err)
 	}
 	s.paused = paused
+	if paused {
+		return s.waitStopped()
+	}
 	return nil
+}
+
+// waitStopped waits until the server's process has stopped, so that no
+// command sent after Pause returns is run before Resume: the kernel stops a
+// process that is running on another CPU only at its next kernel entry.
+// Where /proc is missing it returns at once.
+func (s *Server) waitStopped() error {
+	path := fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid)
+	deadline := time.Now().Add(startTimeout)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		// "pid (comm) state ...": the state follows the last ')'.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: server on port %d did not stop after SIGSTOP", s.port)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 func (s *Server) kill() error {
