@@ -205,6 +205,13 @@ func TestSetLimitHaltsAndResumes(t *testing.T) {
 		require.Equal(t, 6, info.Parked)
 		require.Eventually(t, func() bool { return done.Load() == 9 }, 10*time.Second, 5*time.Millisecond)
 		require.Equal(t, 3, seen.most["customer:a"])
+		// The last outcomes are recorded a little after their handlers
+		// return: then the key holds nothing.
+		require.Eventually(t, func() bool {
+			info, err := c.KeyGet(t.Context(), "default", "customer:a")
+			require.NoError(t, err)
+			return info.Holding == 0 && info.Parked == 0
+		}, 5*time.Second, time.Millisecond)
 
 		info, err = c.ResetLimit(t.Context(), "default", "customer:a")
 		require.NoError(t, err)

@@ -228,6 +228,7 @@ func (d *lockDemo) webhooks(ctx context.Context) error {
 		return err
 	}
 	d.printf("   while halted: %d running, %d parked\n", len(info.Holders), info.WaiterCount)
+	waiting := info.WaiterCount // all run at once on resume, up to 5
 	mu.Lock()
 	halted, limit = false, 5
 	mu.Unlock()
@@ -239,7 +240,8 @@ func (d *lockDemo) webhooks(ctx context.Context) error {
 
 	d.check(len(fences) == d.cfg.Webhooks, "all %d deliveries ran", len(fences))
 	d.check(len(violated) == 0, "never over the limit, nothing started while halted (%d violations) %s", len(violated), strings.Join(violated, "; "))
-	d.check(peak[3] == 3 && peak[5] == 5, "peak concurrency %d with limit 3, %d with limit 5", peak[3], peak[5])
+	d.check(peak[3] == 3 && peak[5] == min(5, waiting), "peak concurrency %d with limit 3, %d with limit 5 (%d waited for the resume)",
+		peak[3], peak[5], waiting)
 	all := slices.Sorted(maps.Values(fences))
 	d.check(len(all) > 0 && !hasDup(all), "every grant had its own fence (%d..%d)", all[0], all[len(all)-1])
 	d.check(fifo(queued, fences), "the %d deliveries that waited were granted first come, first served (their fences increase in queue order)", len(queued))
