@@ -93,7 +93,7 @@ func testSchedules(t *testing.T, bin string) {
 	require.Equal(t, []string{"NAME", "QUEUE", "KIND", "SPEC", "LAST", "TICK", "NEXT", "TICK", "SEEN"}, strings.Fields(lines[0]))
 	require.Regexp(t, `^digest\s+mail\s+email\s+every 50ms\s+\d+(ms|s|m) ago\s+in \d+ms\s+\d+(ms|s|m) ago$`, lines[1])
 	require.Regexp(t, `^launch\s+default\s+report\s+on launch day\s+-\s+-\s+\d+(ms|s|m) ago$`, lines[2])
-	require.Regexp(t, `^nightly\s+default\s+report\s+`+regexp.QuoteMeta("0 3 * * *")+`\s+-\s+in \d+[mhd]\s+\d+(ms|s|m) ago$`, lines[3])
+	require.Regexp(t, `^nightly\s+default\s+report\s+`+regexp.QuoteMeta("0 3 * * *")+`\s+-\s+in \d+[smhd]\s+\d+(ms|s|m) ago$`, lines[3]) // seconds in the last minute before 03:00
 
 	f.runJSON(&out, "schedules", "-q", "default")
 	require.Len(t, out.Schedules, 2)

@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -133,7 +134,13 @@ func worker() int {
 		return 1
 	}
 	defer closeDriver()
+	// The first line out is "ready": a job may start as soon as the client
+	// does, and its events wait for that line.
+	var ready sync.Mutex
+	ready.Lock()
 	client, err := newClient(driver, func(e event) {
+		ready.Lock()
+		defer ready.Unlock()
 		fmt.Printf("%s %s %d %d\n", e.what, e.id, e.attempt, e.fence) // one write per line
 	})
 	if err == nil {
@@ -144,6 +151,7 @@ func worker() int {
 		return 1
 	}
 	fmt.Println("ready")
+	ready.Unlock()
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
