@@ -83,6 +83,18 @@ func (f *jobFixture) requireChained(k string, next map[string]string) *batondriv
 	return info
 }
 
+// requireUnchained asserts that chained job id left its chain without
+// running: in state want, its attempt not counted, After cleared. It
+// returns the job.
+func (f *jobFixture) requireUnchained(id string, want batondriver.JobState) *batondriver.JobRow {
+	f.t.Helper()
+	g := f.get(id)
+	require.Equal(f.t, want, g.State, "state of %s", id)
+	require.Zero(f.t, g.Attempt, "a chained job that never ran has no attempt counted")
+	require.Empty(f.t, g.After)
+	return g
+}
+
 // exerciseChains checks chained leases (JobFetchParams.Chain): a key's next
 // parked job leased behind its running job, taking over its slot when that
 // job's outcome is recorded, and back at the head of the parked jobs if
@@ -229,10 +241,7 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireState(completed, a.ID)
 		// b went back to the head of the parked jobs, then took the freed
 		// slot: available before c, its attempt not counted.
-		g := f.get(b.ID)
-		require.Equal(t, available, g.State)
-		require.Zero(t, g.Attempt)
-		require.Empty(t, g.After)
+		f.requireUnchained(b.ID, available)
 		f.requireKey(k, []string{b.ID}, 0, 1)
 		f.requireChained(k, nil)
 		f.requireState(parked, c.ID)
@@ -348,10 +357,7 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		k := key("k")
 		a, b, c := f.chain(k, 10*time.Second)
 		require.Empty(t, f.finish(time.Hour, outcome(b, batondriver.JobOutcomeSnooze, "", time.Time{})))
-		g := f.get(b.ID)
-		require.Equal(t, parked, g.State)
-		require.Zero(t, g.Attempt)
-		require.Empty(t, g.After)
+		f.requireUnchained(b.ID, parked)
 		f.requireKey(k, []string{a.ID}, 1, 2)
 		f.requireChained(k, nil)
 		f.complete(a)
@@ -385,10 +391,7 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireState(scheduled, a.ID)
 		// b went back to the head of the parked jobs, then took the freed
 		// slot: available before c.
-		g := f.get(b.ID)
-		require.Equal(t, available, g.State)
-		require.Zero(t, g.Attempt, "a chained job that never ran has no attempt counted")
-		require.Empty(t, g.After)
+		g := f.requireUnchained(b.ID, available)
 		require.Empty(t, g.Lease)
 		require.Empty(t, g.Errors)
 		f.requireKey(k, []string{b.ID}, 0, 1)
