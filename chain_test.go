@@ -180,6 +180,65 @@ func TestChainedJobGivenBackWhenPoolBusy(t *testing.T) {
 	})
 }
 
+// With StrictPriority, a low queue's key working off a backlog through
+// chained jobs yields its worker to the high queue once the pool is busy:
+// high jobs inserted meanwhile get every worker, and the key's chain goes
+// on after them.
+func TestChainYieldsToStrictPriority(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := &chainCounter{JobDriver: newJobDriver(t)}
+		release := make(chan struct{})
+		var once sync.Once
+		free := func() { once.Do(func() { close(release) }) }
+		var lowStarts, highRunning atomic.Int32
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error {
+			lowStarts.Add(1)
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1), Queue: "low"})
+		baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(ctx context.Context, _ *baton.Job[emailArgs]) error {
+			highRunning.Add(1)
+			defer highRunning.Add(-1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		}), &baton.WorkerOpts{Queue: "high"})
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, Logger: quiet, StrictPriority: true,
+			Queues: []baton.QueueConfig{{Name: "high"}, {Name: "low"}}, PollInterval: 50 * time.Millisecond})
+		require.NoError(t, err)
+		ctx := t.Context()
+		const n = 200
+		jobs := make([]*baton.InsertManyParams, n)
+		for i := range jobs {
+			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: "a", N: i}}
+		}
+		_, err = c.InsertMany(ctx, jobs)
+		require.NoError(t, err)
+		start(t, c)
+		t.Cleanup(free) // before Stop, should the test fail
+		require.Eventually(t, func() bool { return d.chained.Load() >= 3 }, 5*time.Second, time.Millisecond,
+			"the key's jobs chained while a worker was free")
+		atInsert := lowStarts.Load()
+		for range 3 {
+			_, err := c.Insert(ctx, emailArgs{To: "x"}, nil)
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool { return highRunning.Load() == 2 }, 5*time.Second, time.Millisecond,
+			"the high queue got both workers")
+		before := lowStarts.Load()
+		require.LessOrEqual(t, before, atInsert+3, "the key's chain kept a worker from the high queue")
+		time.Sleep(30 * time.Millisecond)
+		require.Equal(t, before, lowStarts.Load(), "no job of the low queue started while high jobs held every worker")
+		t.Logf("%d chained jobs given back", d.unchained.Load())
+		free()
+		require.Eventually(t, func() bool { return lowStarts.Load() == n }, 10*time.Second, time.Millisecond)
+	})
+}
+
 // flakyFinish fails the first JobFinish that records job fail's outcome,
 // and delays every one that records job slow's by slowBy.
 type flakyFinish struct {
