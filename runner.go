@@ -553,10 +553,9 @@ func (r *runner) executeOne(e *execution) *execution {
 //
 // A client working several queues unchains the job too when no other
 // worker is free (but those a fetch in flight asks jobs for): then the
-// other queues may be waiting for this one, and
-// the dispatcher's order (weights or strict priority) decides what it
-// serves next; the key's job goes back to be promoted and fetched like any
-// other. r.mu is held.
+// other queues may be waiting for this one, and the dispatcher's order
+// (weights or strict priority) decides what it serves next; the key's job
+// goes back to be promoted and fetched like any other. r.mu is held.
 func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
 	row := e.next
 	e.next = nil
