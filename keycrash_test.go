@@ -81,10 +81,16 @@ func runKeyedCrashWorker() int {
 		Key:   baton.KeyOf(func(a keyedCrashArgs) string { return a.Key }),
 		Limit: 1, // the odd keys' limit 3 is stored with SetLimit
 	}})
-	c, err := baton.NewClient(d, &baton.Config{
+	cfg := &baton.Config{
 		Workers: workers, Concurrency: 16, LeaseTTL: 600 * time.Millisecond,
 		PollInterval: 200 * time.Millisecond, Logger: quiet,
-	})
+	}
+	if twoQueues(pid) {
+		// Half the processes also work an empty queue: they chain jobs
+		// only while a worker is free, and hand no worker to the next job.
+		cfg.Queues = []baton.QueueConfig{{Name: "default"}, {Name: "other"}}
+	}
+	c, err := baton.NewClient(d, cfg)
 	if err != nil {
 		return childFailed(err)
 	}
@@ -94,6 +100,10 @@ func runKeyedCrashWorker() int {
 	fmt.Println("ready")
 	select {} // until killed
 }
+
+// twoQueues reports whether the keyed crash worker of process pid works two
+// queues rather than one.
+func twoQueues(pid int) bool { return pid%2 == 1 }
 
 func TestCrashKeyedWorkersKeepLimits(t *testing.T) {
 	t.Parallel()
@@ -123,7 +133,14 @@ func TestCrashKeyedWorkersKeepLimits(t *testing.T) {
 	execs, ids := readKeyedLog(t, logPath, procs)
 	require.Len(t, ids, jobs, "every job ran")
 	require.NoError(t, keycheck.Check(execs, keyedCrashKeys))
-	t.Logf("%d executions of %d jobs on %d keys: no key over its limit, fences in order", len(execs), jobs, len(keyedCrashKeys))
+	two := 0
+	for _, p := range procs {
+		if twoQueues(p.pid) {
+			two++
+		}
+	}
+	t.Logf("%d executions of %d jobs on %d keys by %d processes (%d working two queues): no key over its limit, fences in order",
+		len(execs), jobs, len(keyedCrashKeys), len(procs), two)
 }
 
 // readKeyedLog reads the executions logged by the worker processes; an
