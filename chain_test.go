@@ -15,43 +15,6 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
-// chainCounter counts the chained jobs a driver's fetches and finishes
-// hand out.
-type chainCounter struct {
-	batondriver.JobDriver
-	chained   atomic.Int64
-	unchained atomic.Int64 // outcomes sent with JobFinish.Unchain
-}
-
-func (d *chainCounter) count(rows []*batondriver.JobRow) {
-	for _, r := range rows {
-		if r.After != "" {
-			d.chained.Add(1)
-		}
-	}
-}
-
-func (d *chainCounter) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
-	res, err := d.JobDriver.JobFetch(ctx, p)
-	if err == nil {
-		d.count(res.Jobs)
-	}
-	return res, err
-}
-
-func (d *chainCounter) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
-	for _, f := range p.Finished {
-		if f.Unchain {
-			d.unchained.Add(1)
-		}
-	}
-	res, err := d.JobDriver.JobFinish(ctx, p)
-	if err == nil {
-		d.count(res.Jobs)
-	}
-	return res, err
-}
-
 // A key of limit 1 works off its backlog through chained jobs, each started
 // on the worker of the job ahead as that one returns: in insertion order,
 // one at a time, with rising fences. So does a client working two queues,
@@ -66,7 +29,7 @@ func TestChainedJobsRunInOrder(t *testing.T) {
 func testChainedJobsRunInOrder(t *testing.T, queues []baton.QueueConfig) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
-		d := &chainCounter{JobDriver: newJobDriver(t)}
+		d := &countingDriver{JobDriver: newJobDriver(t)}
 		seen := newPerKey()
 		var mu sync.Mutex
 		var order []int
@@ -86,12 +49,7 @@ func testChainedJobsRunInOrder(t *testing.T, queues []baton.QueueConfig) {
 			PollInterval: 5 * time.Second})
 		require.NoError(t, err)
 		const n = 40
-		jobs := make([]*baton.InsertManyParams, n)
-		for i := range jobs {
-			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: "a", N: i}}
-		}
-		_, err = c.InsertMany(t.Context(), jobs)
-		require.NoError(t, err)
+		insertBacklog(t, c, "a", n)
 		start(t, c)
 		require.Eventually(t, func() bool { return done.Load() == n }, 10*time.Second, time.Millisecond)
 		mu.Lock()
@@ -115,7 +73,7 @@ func testChainedJobsRunInOrder(t *testing.T, queues []baton.QueueConfig) {
 func TestChainedJobGivenBackWhenPoolBusy(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
-		d := &chainCounter{JobDriver: newJobDriver(t)}
+		d := &countingDriver{JobDriver: newJobDriver(t)}
 		release0, releaseOther := make(chan struct{}), make(chan struct{})
 		var otherRunning atomic.Int32
 		type run struct{ n, attempt int }
@@ -187,7 +145,7 @@ func TestChainedJobGivenBackWhenPoolBusy(t *testing.T) {
 func TestChainYieldsToStrictPriority(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
-		d := &chainCounter{JobDriver: newJobDriver(t)}
+		d := &countingDriver{JobDriver: newJobDriver(t)}
 		release := make(chan struct{})
 		var once sync.Once
 		free := func() { once.Do(func() { close(release) }) }
@@ -212,12 +170,7 @@ func TestChainYieldsToStrictPriority(t *testing.T) {
 		require.NoError(t, err)
 		ctx := t.Context()
 		const n = 200
-		jobs := make([]*baton.InsertManyParams, n)
-		for i := range jobs {
-			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: "a", N: i}}
-		}
-		_, err = c.InsertMany(ctx, jobs)
-		require.NoError(t, err)
+		insertBacklog(t, c, "a", n)
 		start(t, c)
 		t.Cleanup(free) // before Stop, should the test fail
 		require.Eventually(t, func() bool { return d.chained.Load() >= 3 }, 5*time.Second, time.Millisecond,
@@ -282,13 +235,8 @@ func TestChainOrderSurvivesFailedFinish(t *testing.T) {
 		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet, PollInterval: 50 * time.Millisecond})
 		require.NoError(t, err)
 		const n = 6
-		jobs := make([]*baton.InsertManyParams, n)
-		for i := range jobs {
-			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: "a", N: i}}
-		}
-		res, err := c.InsertMany(t.Context(), jobs)
-		require.NoError(t, err)
-		d.fail, d.slow = res[0].Job.ID, res[1].Job.ID
+		ids := insertBacklog(t, c, "a", n)
+		d.fail, d.slow = ids[0], ids[1]
 		start(t, c)
 		require.Eventually(t, func() bool { return done.Load() == n }, 10*time.Second, time.Millisecond)
 		mu.Lock()
@@ -355,7 +303,7 @@ func TestFailingQueueHoldsUpNoOther(t *testing.T) {
 func TestChainedJobUnchainedAtStop(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
-		d := &chainCounter{JobDriver: newJobDriver(t)}
+		d := &countingDriver{JobDriver: newJobDriver(t)}
 		release := make(chan struct{})
 		began := make(chan struct{}, 1)
 		var ran atomic.Int32
@@ -370,12 +318,7 @@ func TestChainedJobUnchainedAtStop(t *testing.T) {
 		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
 		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet, PollInterval: 5 * time.Second})
 		require.NoError(t, err)
-		var ids []string
-		for i := range 3 {
-			res, err := c.Insert(t.Context(), webhookArgs{Customer: "a", N: i}, nil)
-			require.NoError(t, err)
-			ids = append(ids, res.Job.ID)
-		}
+		ids := insertBacklog(t, c, "a", 3)
 		require.NoError(t, c.Start(context.Background()))
 		<-began
 		require.Eventually(t, func() bool { return d.chained.Load() == 1 }, 5*time.Second, time.Millisecond,
@@ -414,7 +357,7 @@ func TestChainedJobUnchainedAtStop(t *testing.T) {
 func TestChainedJobWaitsOutLostLease(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartT(t, nil)
-	d := &chainCounter{JobDriver: redisDriver(t, srv.Addr(), "")}
+	d := &countingDriver{JobDriver: redisDriver(t, srv.Addr(), "")}
 
 	const leaseTTL = 600 * time.Millisecond
 	seen := newPerKey()
@@ -486,7 +429,7 @@ func TestChainedJobWaitsOutLostLease(t *testing.T) {
 func TestDisableChaining(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
-		d := &chainCounter{JobDriver: newJobDriver(t)}
+		d := &countingDriver{JobDriver: newJobDriver(t)}
 		var done atomic.Int32
 		workers := baton.NewWorkers()
 		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error {
@@ -496,12 +439,7 @@ func TestDisableChaining(t *testing.T) {
 		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet,
 			PollInterval: 5 * time.Second, DisableChaining: true})
 		require.NoError(t, err)
-		jobs := make([]*baton.InsertManyParams, 20)
-		for i := range jobs {
-			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: "a", N: i}}
-		}
-		_, err = c.InsertMany(t.Context(), jobs)
-		require.NoError(t, err)
+		insertBacklog(t, c, "a", 20)
 		start(t, c)
 		require.Eventually(t, func() bool { return done.Load() == 20 }, 10*time.Second, time.Millisecond)
 		require.Zero(t, d.chained.Load())

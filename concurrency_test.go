@@ -357,22 +357,60 @@ func TestHungJobReleasesItsKey(t *testing.T) {
 }
 
 // countingDriver counts JobFetch calls and the jobs JobFinish leased.
+// countingDriver counts what a driver's fetches and finishes do: fetches,
+// jobs leased by finishes, chained jobs handed out (After set) and outcomes
+// sent with JobFinish.Unchain.
 type countingDriver struct {
 	batondriver.JobDriver
-	fetches, leasedByFinish atomic.Int64
+	fetches, leasedByFinish, chained, unchained atomic.Int64
+}
+
+func (d *countingDriver) countChained(rows []*batondriver.JobRow) {
+	for _, r := range rows {
+		if r.After != "" {
+			d.chained.Add(1)
+		}
+	}
 }
 
 func (d *countingDriver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
 	d.fetches.Add(1)
-	return d.JobDriver.JobFetch(ctx, p)
+	res, err := d.JobDriver.JobFetch(ctx, p)
+	if err == nil {
+		d.countChained(res.Jobs)
+	}
+	return res, err
 }
 
 func (d *countingDriver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	for _, f := range p.Finished {
+		if f.Unchain {
+			d.unchained.Add(1)
+		}
+	}
 	res, err := d.JobDriver.JobFinish(ctx, p)
 	if err == nil {
 		d.leasedByFinish.Add(int64(len(res.Jobs)))
+		d.countChained(res.Jobs)
 	}
 	return res, err
+}
+
+// insertBacklog inserts n jobs of customer cust, N = 0..n-1, in one call,
+// and returns their IDs in order.
+func insertBacklog(t *testing.T, c *baton.Client, cust string, n int) []string {
+	t.Helper()
+	jobs := make([]*baton.InsertManyParams, n)
+	for i := range jobs {
+		jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: cust, N: i}}
+	}
+	res, err := c.InsertMany(t.Context(), jobs)
+	require.NoError(t, err)
+	ids := make([]string, n)
+	for i, r := range res {
+		ids[i] = r.Job.ID
+	}
+	return ids
 }
 
 // A client working one queue hands a finished job's worker to the next job
@@ -390,12 +428,7 @@ func TestFinishHandsWorkerOn(t *testing.T) {
 		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
 		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet, PollInterval: 5 * time.Second})
 		require.NoError(t, err)
-		jobs := make([]*baton.InsertManyParams, 50)
-		for i := range jobs {
-			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{Customer: "a", N: i}}
-		}
-		_, err = c.InsertMany(t.Context(), jobs)
-		require.NoError(t, err)
+		insertBacklog(t, c, "a", 50)
 		start(t, c)
 		require.Eventually(t, func() bool { return done.Load() == 50 }, 10*time.Second, time.Millisecond)
 		t.Logf("%d fetches, %d jobs leased by finishes", d.fetches.Load(), d.leasedByFinish.Load())
