@@ -787,13 +787,6 @@ func (r *runner) complete() {
 // tried, if not nil, is called once the first try has returned, whatever
 // its result.
 func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, chained []*execution, tried func()) {
-	if tried != nil {
-		defer func() {
-			if tried != nil {
-				tried()
-			}
-		}()
-	}
 	defer func() {
 		for _, c := range chained {
 			close(c.chainDone)

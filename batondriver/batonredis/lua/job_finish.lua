@@ -99,8 +99,13 @@ end
 local handed, handed_at = {}, {}
 
 -- The jobs whose outcomes this call recorded, by ID: a completed one may be
--- deleted only at the end, its hash still saying running until then.
+-- deleted only at the end, its hash still saying running until then. They
+-- leave R at the end too (ended).
 local recorded = {}
+local function record(id)
+  ended[#ended + 1] = id
+  recorded[id] = true
+end
 
 -- Hand the slot of job id, whose fields (read below) are in v, to the job
 -- chained behind it, if any, or unchain that job if back is set; x gets the
@@ -142,18 +147,15 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     -- A chained job given back before the outcome of the job ahead (its
     -- client will not run it): back to the head of its key's parked jobs,
     -- as if the job ahead unchained it.
-    ended[#ended + 1] = id
-    recorded[id] = true
+    record(id)
     unchain(id, v[14])
   elseif outcome == 'completed' and (v[8] or '') == '' and (v[10] or '') == '' then
     -- Completed with neither concurrency key nor unique key (most
     -- outcomes): no slot to free, no claim to release.
-    ended[#ended + 1] = id
-    recorded[id] = true
+    record(id)
     complete(key, id)
   else
-    ended[#ended + 1] = id
-    recorded[id] = true
+    record(id)
     local attempt = tonumber(v[4])
     local u, scope = v[10], v[11]
     local x = {}
