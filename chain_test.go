@@ -423,25 +423,3 @@ func TestChainedJobWaitsOutLostLease(t *testing.T) {
 	require.Equal(t, []run{{0, 1}, {1, 1}, {0, 2}}, got)
 	require.Equal(t, 1, seen.most["customer:a"])
 }
-
-// With Config.DisableChaining, no job is chained: each key's next job waits
-// for its promotion by the finish of the job ahead.
-func TestDisableChaining(t *testing.T) {
-	eachBackend(t, func(t *testing.T) {
-		t.Parallel()
-		d := &countingDriver{JobDriver: newJobDriver(t)}
-		var done atomic.Int32
-		workers := baton.NewWorkers()
-		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error {
-			done.Add(1)
-			return nil
-		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
-		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet,
-			PollInterval: 5 * time.Second, DisableChaining: true})
-		require.NoError(t, err)
-		insertBacklog(t, c, "a", 20)
-		start(t, c)
-		require.Eventually(t, func() bool { return done.Load() == 20 }, 10*time.Second, time.Millisecond)
-		require.Zero(t, d.chained.Load())
-	})
-}

@@ -415,7 +415,8 @@ func insertBacklog(t *testing.T, c *baton.Client, cust string, n int) []string {
 
 // A client working one queue hands a finished job's worker to the next job
 // in the finish itself: a key of limit 1 works off its backlog without a
-// fetch per job.
+// fetch per job. Chaining, which would start the key's jobs with no call at
+// all, is off (Config.DisableChaining): no job is chained.
 func TestFinishHandsWorkerOn(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
@@ -426,7 +427,8 @@ func TestFinishHandsWorkerOn(t *testing.T) {
 			done.Add(1)
 			return nil
 		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
-		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet, PollInterval: 5 * time.Second})
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet,
+			PollInterval: 5 * time.Second, DisableChaining: true})
 		require.NoError(t, err)
 		insertBacklog(t, c, "a", 50)
 		start(t, c)
@@ -434,6 +436,7 @@ func TestFinishHandsWorkerOn(t *testing.T) {
 		t.Logf("%d fetches, %d jobs leased by finishes", d.fetches.Load(), d.leasedByFinish.Load())
 		require.GreaterOrEqual(t, d.leasedByFinish.Load(), int64(45), "the promoted jobs start from the finish")
 		require.Less(t, d.fetches.Load(), int64(10))
+		require.Zero(t, d.chained.Load())
 	})
 }
 
