@@ -277,7 +277,9 @@ func checkInsert(j *batondriver.JobInsert) error {
 // JobFetch implements batondriver.JobDriver. The jobs' leases are 128
 // random bits each, made here and handed to the script in one argument. If
 // ctx has a deadline, the script leases nothing once the server's clock is
-// past it, by the estimate in serverclock.go.
+// past it, by the estimate in serverclock.go; the first fetch of a queue
+// that asks for jobs is preceded by one that asks for none, to take the
+// estimate's first sample.
 func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
 	const op = "fetch from"
 	if err := checkQueue(p.Queue); err != nil {
@@ -288,6 +290,21 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 			batondriver.ErrBadParams, p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention, p.DroppedRetention))
 	}
 	waits := d.clocks.deadline(ctx, p.Queue)
+	var recovered int
+	if _, ok := ctx.Deadline(); ok && waits == 0 && p.Max > 0 {
+		// This process's first fetch from the queue: no clock sample yet.
+		// One fetch that leases nothing (its upkeep done all the same)
+		// takes one, so that even this fetch leases nothing once its
+		// caller has given up.
+		first := *p
+		first.Max, first.Chain = 0, false
+		res, err := d.JobFetch(ctx, &first)
+		if err != nil {
+			return nil, err
+		}
+		recovered = res.Recovered
+		waits = d.clocks.deadline(ctx, p.Queue)
+	}
 	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max), ms(p.DeadRetention), ms(p.DroppedRetention),
 		flag(p.Chain), strconv.FormatInt(waits, 10)}
 	sent := time.Now()
@@ -304,9 +321,9 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		d.clocks.observe(p.Queue, sent, time.Now(), now, refused)
 	}
 	paused, _ := arr[1].AsInt64()
-	recovered, _ := arr[2].AsInt64()
+	n, _ := arr[2].AsInt64()
 	more, _ := arr[4].AsInt64()
-	res := &batondriver.JobFetchResult{Paused: paused == 1, Recovered: int(recovered), More: more == 1}
+	res := &batondriver.JobFetchResult{Paused: paused == 1, Recovered: recovered + int(n), More: more == 1}
 	if next, err := arr[3].AsInt64(); err == nil {
 		res.NextRunAt = time.UnixMilli(next)
 	}

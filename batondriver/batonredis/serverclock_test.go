@@ -29,32 +29,45 @@ func stallDriver(t *testing.T) (*redistest.Server, *Driver) {
 
 // A fetch whose caller gave up while the server was stalled leases nothing
 // when the server runs it after all: the job stays available, its attempt
-// not counted, for the next fetch.
+// not counted, for the next fetch. That holds for a process's first fetch
+// from the queue too, before any reply has given a sample of the server's
+// clock.
 func TestJobFetchAfterCallerGaveUp(t *testing.T) {
 	t.Parallel()
-	srv, d := stallDriver(t)
-	q := "q" + randomHex(4)
-	rows := insertJobs(t, d, q, newJob("k", 1))
-	// An empty fetch gives the driver a sample of the server's clock.
-	res, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, LeaseTTL: time.Minute})
-	require.NoError(t, err)
-	require.Empty(t, res.Jobs)
+	for _, first := range []bool{false, true} {
+		name := "Sampled"
+		if first {
+			name = "FirstFetch"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv, d := stallDriver(t)
+			q := "q" + randomHex(4)
+			rows := insertJobs(t, d, q, newJob("k", 1))
+			if !first {
+				// An empty fetch gives the driver a sample of the server's clock.
+				res, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, LeaseTTL: time.Minute})
+				require.NoError(t, err)
+				require.Empty(t, res.Jobs)
+			}
 
-	require.NoError(t, srv.Pause())
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	_, err = d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	time.Sleep(100 * time.Millisecond) // the stalled call's deadline is well past
-	require.NoError(t, srv.Resume())
+			require.NoError(t, srv.Pause())
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancel()
+			_, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			time.Sleep(100 * time.Millisecond) // the stalled call's deadline is well past
+			require.NoError(t, srv.Resume())
 
-	j, err := d.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: rows[0].ID})
-	require.NoError(t, err)
-	require.Equal(t, batondriver.JobStateAvailable, j.State, "leased by a call nobody waited for")
-	require.Zero(t, j.Attempt)
-	got := fetchJobs(t, d, q, 1, time.Minute)
-	require.Equal(t, []string{rows[0].ID}, ids(got.Jobs))
-	require.Equal(t, 1, got.Jobs[0].Attempt)
+			j, err := d.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: rows[0].ID})
+			require.NoError(t, err)
+			require.Equal(t, batondriver.JobStateAvailable, j.State, "leased by a call nobody waited for")
+			require.Zero(t, j.Attempt)
+			got := fetchJobs(t, d, q, 1, time.Minute)
+			require.Equal(t, []string{rows[0].ID}, ids(got.Jobs))
+			require.Equal(t, 1, got.Jobs[0].Attempt)
+		})
+	}
 }
 
 // The same for a finish that fetches: its outcome is recorded when the
