@@ -1,0 +1,124 @@
+package faultproxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// echo starts a line echo server on a loopback port, closed with the test.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// roundTrip writes line to c and reads a line back within d.
+func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, line string, d time.Duration) (string, error) {
+	t.Helper()
+	if _, err := c.Write([]byte(line + "\n")); err != nil {
+		return "", err
+	}
+	if err := c.SetReadDeadline(time.Now().Add(d)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.ReadString('\n')
+	if len(got) > 0 {
+		got = got[:len(got)-1]
+	}
+	return got, err
+}
+
+func TestPartitionHoldsThenDelivers(t *testing.T) {
+	p := StartT(t, echo(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if got, err := roundTrip(t, c, r, "one", 5*time.Second); err != nil || got != "one" {
+		t.Fatalf("before the partition: %q, %v", got, err)
+	}
+
+	p.Partition()
+	if got, err := roundTrip(t, c, r, "two", 200*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("during the partition: got %q, %v; want a timeout", got, err)
+	}
+	// A connection made during the partition waits too.
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	r2 := bufio.NewReader(c2)
+	if got, err := roundTrip(t, c2, r2, "new", 200*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("new connection during the partition: got %q, %v; want a timeout", got, err)
+	}
+
+	p.Heal()
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.ReadString('\n'); err != nil || got != "two\n" {
+		t.Fatalf("held bytes after healing: %q, %v", got, err)
+	}
+	if err := c2.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r2.ReadString('\n'); err != nil || got != "new\n" {
+		t.Fatalf("new connection after healing: %q, %v", got, err)
+	}
+}
+
+func TestCutClosesConnections(t *testing.T) {
+	p := StartT(t, echo(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if got, err := roundTrip(t, c, r, "one", 5*time.Second); err != nil || got != "one" {
+		t.Fatalf("before the cut: %q, %v", got, err)
+	}
+	p.Cut()
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("after the cut: read error %v, want the connection closed", err)
+	}
+	// New connections still work.
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got, err := roundTrip(t, c2, bufio.NewReader(c2), "two", 5*time.Second); err != nil || got != "two" {
+		t.Fatalf("a connection after the cut: %q, %v", got, err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
