@@ -22,12 +22,14 @@ import (
 
 	"github.com/batonhq/baton/batondriver"
 	"github.com/batonhq/baton/batonlock"
+	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
-// Fault tests: a holder process killed, a Redis server paused (SIGSTOP),
-// killed and restarted, and a Cluster master paused. Each test that stops a
-// server starts its own.
+// Fault tests: a holder process killed, a holder cut off by a network
+// partition, a Redis server paused (SIGSTOP), killed and restarted, and a
+// Cluster master paused. Each test that stops a server or partitions a
+// client starts its own server.
 
 func init() {
 	children["lockholder"] = faultLockholder
@@ -386,6 +388,92 @@ func TestFaultRedisPaused(t *testing.T) {
 	faultReleaseLater(t, fresh)
 	require.Greater(t, fresh.Fence(), lease.Fence())
 	require.NoError(t, fresh.Release(rctx))
+}
+
+// TestFaultHolderPartitioned cuts the holder's process off from Redis (a
+// proxy holds its traffic, as a network partition does) while a waiter in
+// another process, on its own connection, queues behind it. The holder
+// releases during the partition; its release is held past the lease's
+// expiry on the server, which grants the lock to the waiter with a higher
+// fence. When the partition heals, the release reaches Redis late: it is
+// token-checked, so it frees nothing of the waiter's and reports
+// ErrNotHeld (S9).
+func TestFaultHolderPartitioned(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	srv := redistest.StartT(t, nil)
+	px := faultproxy.StartT(t, srv.Addr())
+	d := newDriver(t, newClient(t, px.Addr()))
+	l, err := batonlock.New(d, nil)
+	require.NoError(t, err)
+	waiterClient := newClient(t, srv.Addr())
+	wd := faultDriver(t, waiterClient, d.prefix)
+	wl, err := batonlock.New(wd, nil)
+	require.NoError(t, err)
+	t.Cleanup(px.Heal) // before the clients close
+	ctx := context.Background()
+	key := "partitioned"
+
+	lease, err := l.TryAcquire(ctx, key, &batonlock.AcquireOpts{TTL: ttl})
+	require.NoError(t, err)
+	h := d.lockKeys(key).keys[0]
+	score, err := waiterClient.Do(ctx, waiterClient.B().Zscore().Key(h).Member(fmt.Sprintf("%d:%s", lease.Fence(), lease.Token())).Build()).AsFloat64()
+	require.NoError(t, err)
+	serverExpiry := time.UnixMilli(int64(score))
+
+	queued := make(chan struct{})
+	type result struct {
+		lease *batonlock.Lease
+		err   error
+		at    time.Time
+	}
+	waiter := make(chan result, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		ls, err := wl.Acquire(wctx, key, &batonlock.AcquireOpts{TTL: ttl, OnWait: func(int) { close(queued) }})
+		waiter <- result{ls, err, time.Now()}
+	}()
+	faultWait(t, queued, 5*time.Second, "waiter queued")
+
+	px.Partition()
+	released := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		released <- lease.Release(rctx)
+	}()
+
+	var r result
+	select {
+	case r = <-waiter:
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "the waiter was not granted the lock after the holder's lease expired")
+	}
+	require.NoError(t, r.err)
+	faultReleaseLater(t, r.lease)
+	require.Falsef(t, r.at.Before(serverExpiry), "granted %v before the holder's lease expired", serverExpiry.Sub(r.at))
+	require.Greater(t, r.lease.Fence(), lease.Fence())
+	select {
+	case err := <-released:
+		require.FailNowf(t, "the release returned during the partition", "err %v", err)
+	default:
+	}
+
+	px.Heal()
+	select {
+	case err := <-released:
+		require.ErrorIs(t, err, batonlock.ErrNotHeld, "the late release is token-checked")
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "the held release did not return after the partition healed")
+	}
+	info, err := wl.Inspect(ctx, key)
+	require.NoError(t, err)
+	require.Len(t, info.Holders, 1)
+	require.Equal(t, r.lease.Token(), info.Holders[0].Token, "the waiter still holds the lock")
+	require.NoError(t, r.lease.Err())
+	require.NoError(t, r.lease.Release(ctx))
+	t.Logf("waiter granted %v after the holder's expiry on the server", r.at.Sub(serverExpiry))
 }
 
 // TestFaultRedisRestarted kills the server, checks that every operation
