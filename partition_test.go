@@ -29,8 +29,6 @@ func TestPartitionedHolderStopsBeforeItsSuccessor(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartT(t, nil)
 	px := faultproxy.StartT(t, srv.Addr())
-	// The proxy must not hold the cleanup's calls.
-	t.Cleanup(px.Heal)
 
 	const leaseTTL = 600 * time.Millisecond
 	type run struct {
@@ -83,6 +81,7 @@ func TestPartitionedHolderStopsBeforeItsSuccessor(t *testing.T) {
 
 	// Process a, through the proxy, takes job 1 and chains job 2 behind it.
 	a := newWorker("a", px.Addr(), 0)
+	t.Cleanup(px.Heal) // runs before a stops: the proxy must not hold a's last calls
 	ctx := context.Background()
 	res, err := a.InsertMany(ctx, []*baton.InsertManyParams{
 		{Args: webhookArgs{Customer: "p", N: 1}}, {Args: webhookArgs{Customer: "p", N: 2}}})
