@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver/batonredis"
 	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/redistest"
 )
@@ -157,4 +159,54 @@ func TestPartitionedHolderStopsBeforeItsSuccessor(t *testing.T) {
 	}
 	t.Logf("a stopped %v after its start; b started %v after that",
 		lost.end.Sub(lost.start), runs[1].start.Sub(lost.end))
+}
+
+// An insert whose caller gave up during a partition may still be stored:
+// the server runs it when the partition heals. Retried with a unique key,
+// it returns the stored job as a duplicate and stores nothing more
+// (docs/job-states.md, "At least once").
+func TestInsertRetriedAfterPartitionWithUniqueKey(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartT(t, nil)
+	px := faultproxy.StartT(t, srv.Addr())
+	prefix := "ins" + t.Name()
+	// One connection (rueidis opens up to four, lazily): a connection opened
+	// during the partition would never have sent the insert.
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{px.Addr()}, PipelineMultiplex: -1})
+	require.NoError(t, err)
+	t.Cleanup(rc.Close)
+	d, err := batonredis.New(rc, &batonredis.Config{Prefix: prefix})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	c, err := baton.NewClient(d, &baton.Config{AllowUnknownKinds: true, Logger: quiet})
+	require.NoError(t, err)
+	admin, err := baton.NewClient(redisDriver(t, srv.Addr(), prefix), &baton.Config{AllowUnknownKinds: true, Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(px.Heal) // before the clients close
+	ctx := context.Background()
+	opts := &baton.InsertOpts{Unique: &baton.UniqueOpts{}} // the kind and args; until done; return the twin
+	available := func() int {
+		stats, err := admin.QueueStats(ctx, "default")
+		require.NoError(t, err)
+		return stats.Counts[baton.JobStateAvailable]
+	}
+	// An insert before the partition opens the connection.
+	_, err = c.Insert(ctx, emailArgs{To: "before"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, available())
+
+	px.Partition()
+	ictx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = c.Insert(ictx, emailArgs{To: "once"}, opts)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, 1, available())
+	px.Heal()
+	require.Eventually(t, func() bool { return available() == 2 }, 5*time.Second, 10*time.Millisecond,
+		"the insert whose caller gave up was stored after all")
+
+	res, err := c.Insert(ctx, emailArgs{To: "once"}, opts)
+	require.NoError(t, err)
+	require.Equal(t, baton.JobDuplicate, res.Status)
+	require.Equal(t, 2, available(), "the retry stored nothing")
 }
