@@ -15,8 +15,9 @@ import (
 // time at which its caller still waits, and a fetch run later leases
 // nothing.
 //
-// That time is the context's deadline on this process's clock, moved to
-// the server's by the offset seen in an earlier reply. The estimate only
+// That time is the context's deadline on this process's clock, less a
+// moment for the reply to travel back, moved to the server's by the offset
+// seen in an earlier reply. The estimate only
 // ever errs late: the server read its clock somewhere between the call's
 // send and its reply, and the estimate takes the send. A late estimate lets
 // a stale fetch lease, as without it; an early one, which the clocks'
@@ -65,14 +66,24 @@ func (c *serverClocks) observe(queue string, sent, recv time.Time, server int64,
 	c.samples[queue] = s
 }
 
-// deadline returns the last server time in ms at which the caller of a call
-// to queue's server, with context ctx, still waits for its reply; 0 if ctx
-// has no deadline or no sample is known.
+// replyAllowance is how long before its caller gives up a call must run to
+// lease: its reply has yet to reach the caller, through the network and
+// the caller's scheduling, which on a loaded machine takes milliseconds.
+// A call run later leases nothing, though its caller would still have read
+// the reply in time: that costs an empty reply, where the other error
+// costs an attempt. It is at most a quarter of the call's wait left, so
+// that a short wait still leases.
+const replyAllowance = 50 * time.Millisecond
+
+// deadline returns the last server time in ms at which a call to queue's
+// server, with context ctx, may run for its reply to reach the caller
+// before it gives up; 0 if ctx has no deadline or no sample is known.
 func (c *serverClocks) deadline(ctx context.Context, queue string) int64 {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return 0
 	}
+	dl = dl.Add(-min(replyAllowance, max(time.Until(dl), 0)/4))
 	c.mu.Lock()
 	s, ok := c.samples[queue]
 	c.mu.Unlock()

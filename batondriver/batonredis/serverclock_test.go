@@ -117,19 +117,20 @@ func TestServerClocksDeadline(t *testing.T) {
 	// ms: the server read it at most 1ms after base's 1,000,000.
 	c.observe("q", base, base.Add(5*time.Millisecond), 1_000_000, false)
 	got := c.deadline(ctx, "q")
-	require.Equal(t, int64(1_000_000+10_000+1+10), got, "10s after the send, 1ms for the truncated ms, 10ms drift slack")
+	require.Equal(t, int64(1_000_000+9_960), got,
+		"9.95s after the send (10s less 50ms for the reply), plus 1ms for the truncated ms and 9.95ms drift slack")
 	require.Zero(t, c.deadline(ctx, "other"), "samples are per queue")
 
 	// A slower round trip does not replace a recent faster one, unless forced.
 	c.observe("q", base.Add(time.Second), base.Add(2*time.Second), 5_000_000, false)
 	require.Equal(t, got, c.deadline(ctx, "q"))
 	c.observe("q", base.Add(time.Second), base.Add(2*time.Second), 5_000_000, true)
-	require.Equal(t, int64(5_000_000+9_000+1+9), c.deadline(ctx, "q"))
+	require.Equal(t, int64(5_000_000+8_959), c.deadline(ctx, "q"), "8.95s + 1ms + 8.95ms")
 	// A faster one replaces it, and so does any one once the kept one is
 	// older than maxSampleAge.
 	c.observe("q", base.Add(2*time.Second), base.Add(2*time.Second+time.Millisecond), 2_000_000, false)
-	require.Equal(t, int64(2_000_000+8_000+1+8), c.deadline(ctx, "q"))
+	require.Equal(t, int64(2_000_000+7_958), c.deadline(ctx, "q"), "7.95s + 1ms + 7.95ms")
 	c.observe("q", base.Add(maxSampleAge+3*time.Second), base.Add(maxSampleAge+4*time.Second), 3_000_000, false)
-	require.Equal(t, int64(3_000_000-3_000+1+3), c.deadline(ctx, "q"),
-		"a deadline 3s before the sample's send: the drift slack still errs late")
+	require.Equal(t, int64(3_000_000-3_045), c.deadline(ctx, "q"),
+		"a deadline 3.05s before the sample's send, plus 1ms and 3.05ms: the drift slack still errs late")
 }
