@@ -40,6 +40,12 @@ type insertGroup struct {
 	done    chan struct{} // closed when results and err are set
 	results []*insertResult
 	err     error
+	// Per job, guarded by queueInserter.mu until sent: its caller's
+	// deadline (zero: none), and whether its caller gave up before the
+	// group was sent (its job is then left out).
+	deadlines []time.Time
+	gone      []bool
+	sent      bool // the jobs are taken: no more join, none can leave
 }
 
 func (c *Client) queueInserter(queue string) *queueInserter {
@@ -57,9 +63,11 @@ func (c *Client) queueInserter(queue string) *queueInserter {
 }
 
 // insertGrouped inserts one job into queue, grouped with concurrent ones.
-// Every caller waits at most until its own context ends; the group's
-// backend call goes on for the others (and so may insert a caller's job
-// after its context ended, as any call in flight may).
+// Every caller waits at most until its own context ends. A caller that
+// gives up before its group is sent has its job left out of it; once the
+// group's backend call is sent, it goes on for the others (and so may
+// insert a caller's job after its context ended, as any call in flight
+// may).
 func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriver.JobInsert) (*insertResult, error) {
 	qi := c.queueInserter(queue)
 	qi.mu.Lock()
@@ -78,13 +86,13 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 		}
 		i = len(g.jobs)
 		g.jobs = append(g.jobs, job)
+		deadline, _ := ctx.Deadline()
+		g.deadlines = append(g.deadlines, deadline)
+		g.gone = append(g.gone, false)
 		qi.mu.Unlock()
 		if i == 0 { // the first of a group sends it when its turn comes
 			go func() {
 				<-g.turn
-				qi.mu.Lock()
-				qi.next = nil // later arrivals form the next group
-				qi.mu.Unlock()
 				c.sendGroup(ctx, qi, queue, g)
 			}()
 		}
@@ -92,6 +100,15 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 	select {
 	case <-g.done:
 	case <-ctx.Done():
+		if g.turn != nil {
+			// Not sent yet: the job is left out, so that the error means
+			// it was not inserted.
+			qi.mu.Lock()
+			if !g.sent {
+				g.gone[i] = true
+			}
+			qi.mu.Unlock()
+		}
 		return nil, fmt.Errorf("baton: insert into %q: %w", queue, context.Cause(ctx))
 	}
 	if g.err != nil {
@@ -109,18 +126,48 @@ func (c *Client) send(ctx context.Context, qi *queueInserter, queue string, g *i
 	c.handOn(qi)
 }
 
-// sendGroup inserts a group, then hands the queue to the next group or
-// marks it idle. Its backend call is not cancelled with the context of the
-// caller who happens to send it, only bounded by that caller's deadline or
-// groupSendTimeout.
+// sendGroup inserts a group (but the jobs whose callers gave up before it
+// was sent), then hands the queue to the next group or marks it idle. Its
+// backend call is not cancelled with the context of the caller who happens
+// to send it (ctx gives it its values only); it is bounded by the latest
+// deadline of the callers whose jobs it sends, or by groupSendTimeout if
+// one of them has none: no caller's deadline fails another's insert.
 func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string, g *insertGroup) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(groupSendTimeout)
+	qi.mu.Lock()
+	qi.next = nil // later arrivals form the next group
+	g.sent = true
+	var jobs []*batondriver.JobInsert
+	var index []int // in g.jobs, of each job sent
+	var deadline time.Time
+	unbounded := false
+	for i, job := range g.jobs {
+		if g.gone[i] {
+			continue
+		}
+		jobs = append(jobs, job)
+		index = append(index, i)
+		if g.deadlines[i].IsZero() {
+			unbounded = true
+		} else if g.deadlines[i].After(deadline) {
+			deadline = g.deadlines[i]
+		}
 	}
-	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	g.results, g.err = c.insertBatches(sctx, queue, g.jobs)
-	cancel()
+	qi.mu.Unlock()
+	if len(jobs) > 0 {
+		if unbounded {
+			deadline = time.Now().Add(groupSendTimeout)
+		}
+		sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		results, err := c.insertBatches(sctx, queue, jobs)
+		cancel()
+		g.err = err
+		if err == nil {
+			g.results = make([]*insertResult, len(g.jobs))
+			for k, i := range index {
+				g.results[i] = results[k]
+			}
+		}
+	}
 	close(g.done)
 	c.handOn(qi)
 }

@@ -1,0 +1,135 @@
+package baton
+
+// White-box tests of the group commit of single inserts: they wait for a
+// group to hold given jobs, which no caller can see.
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/batondriver/batonmem"
+)
+
+type groupArgs struct {
+	N int `json:"n"`
+}
+
+func (groupArgs) Kind() string { return "group" }
+
+// gatedInserts holds every JobInsert until open is closed, and, as a
+// network client does, fails one whose context has ended.
+type gatedInserts struct {
+	batondriver.JobDriver
+	open chan struct{}
+}
+
+func (d *gatedInserts) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+	select {
+	case <-d.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return d.JobDriver.JobInsert(ctx, p)
+}
+
+// setupGroup returns a client whose inserts wait for open, with
+// maxInflight of them in flight, so that the next ones are grouped.
+func setupGroup(t *testing.T) (*Client, *gatedInserts, *sync.WaitGroup) {
+	t.Helper()
+	t.Parallel()
+	d := &gatedInserts{JobDriver: batonmem.New(), open: make(chan struct{})}
+	c, err := NewClient(d, &Config{AllowUnknownKinds: true})
+	require.NoError(t, err)
+	var inflight sync.WaitGroup
+	for i := range maxInflight {
+		inflight.Go(func() {
+			_, err := c.Insert(context.Background(), groupArgs{N: 100 + i}, nil)
+			require.NoError(t, err)
+		})
+	}
+	qi := c.queueInserter("default")
+	require.Eventually(t, func() bool {
+		qi.mu.Lock()
+		defer qi.mu.Unlock()
+		return qi.inflight == maxInflight
+	}, 5*time.Second, time.Millisecond)
+	return c, d, &inflight
+}
+
+// waitGrouped waits until the queue's next group holds n jobs.
+func waitGrouped(t *testing.T, c *Client, n int) {
+	t.Helper()
+	qi := c.queueInserter("default")
+	require.Eventually(t, func() bool {
+		qi.mu.Lock()
+		defer qi.mu.Unlock()
+		return qi.next != nil && len(qi.next.jobs) == n
+	}, 5*time.Second, time.Millisecond)
+}
+
+// A grouped insert's call is not bounded by the deadline of whichever
+// caller happened to come first: a caller without a deadline gets its job
+// inserted though the first one's deadline passed before the group's turn.
+func TestInsertGroupNotBoundByAnothersDeadline(t *testing.T) {
+	c, d, inflight := setupGroup(t)
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Insert(short, groupArgs{N: 1}, nil)
+		first <- err
+	}()
+	waitGrouped(t, c, 1)
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.Insert(context.Background(), groupArgs{N: 2}, nil)
+		second <- err
+	}()
+	waitGrouped(t, c, 2)
+	require.ErrorIs(t, <-first, context.DeadlineExceeded)
+	close(d.open)
+	inflight.Wait()
+	require.NoError(t, <-second, "the first caller's deadline failed the second caller's insert")
+}
+
+// A caller whose context ends before its group is sent gets an error and
+// its job is not inserted: nothing was sent for it, so an error must mean
+// that (a caller that retries does not insert its job twice). The group
+// goes on for the others.
+func TestInsertGroupDropsJobOfCallerGone(t *testing.T) {
+	c, d, inflight := setupGroup(t)
+	gone, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Insert(gone, groupArgs{N: 1}, nil)
+		first <- err
+	}()
+	waitGrouped(t, c, 1)
+	second := make(chan *InsertResult, 1)
+	go func() {
+		res, err := c.Insert(context.Background(), groupArgs{N: 2}, nil)
+		require.NoError(t, err)
+		second <- res
+	}()
+	waitGrouped(t, c, 2)
+	cancel()
+	require.ErrorIs(t, <-first, context.Canceled)
+	close(d.open)
+	inflight.Wait()
+	res := <-second
+	require.JSONEq(t, `{"n":2}`, string(res.Job.Args))
+	jobs, total, err := c.JobList(context.Background(), "default", JobStateAvailable, nil)
+	require.NoError(t, err)
+	for _, j := range jobs {
+		require.NotEqual(t, `{"n":1}`, string(j.Args), "the job of a caller that gave up before its group was sent was inserted")
+	}
+	require.Equal(t, maxInflight+1, total)
+}
