@@ -318,6 +318,28 @@ func TestPanicIsRecoveredAndRetried(t *testing.T) {
 	})
 }
 
+// A panic in a worker middleware, not only in the handler, is an attempt's
+// error: the job is retried with the panic recorded, and the process lives.
+func TestMiddlewarePanicIsRecoveredAndRetried(t *testing.T) {
+	var calls atomic.Int32
+	c, _ := setup(t, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }),
+		&baton.Config{
+			Backoff: func(int) time.Duration { return time.Millisecond },
+			WorkerMiddleware: []baton.WorkerMiddleware{func(ctx context.Context, _ *baton.JobRow, next func(context.Context) error) error {
+				if calls.Add(1) == 1 {
+					panic("middleware boom")
+				}
+				return next(ctx)
+			}},
+		})
+	start(t, c)
+	res, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
+	require.NoError(t, err)
+	row := waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
+	require.Len(t, row.Errors, 1)
+	require.Contains(t, row.Errors[0].Error, "panic: middleware boom")
+}
+
 func TestUnrunnableJobsGoDeadWithReason(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		c, d := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error { return nil }), nil)

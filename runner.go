@@ -634,19 +634,26 @@ func (r *runner) run(e *execution) (err error) {
 		e.giveUp = time.Now().Add(timeout + r.cfg.LeaseTTL)
 		r.mu.Unlock()
 	}
+	// A panic in the handler or in a middleware is the attempt's error:
+	// the handler's is recovered where it happens, so that the middleware
+	// see it as an error, a middleware's at the top.
 	call := func(ctx context.Context) (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = &panicError{value: p, stack: debug.Stack()}
-			}
-		}()
+		defer recoverPanic(&err)
 		return kw.run(ctx, e.row)
 	}
 	for i := len(r.cfg.WorkerMiddleware) - 1; i >= 0; i-- {
 		mw, next := r.cfg.WorkerMiddleware[i], call
 		call = func(ctx context.Context) error { return mw(ctx, e.row, next) }
 	}
+	defer recoverPanic(&err)
 	return call(ctx)
+}
+
+// recoverPanic, deferred, turns a panic into *err.
+func recoverPanic(err *error) {
+	if p := recover(); p != nil {
+		*err = &panicError{value: p, stack: debug.Stack()}
+	}
 }
 
 type unknownKindError struct{ kind string }
