@@ -119,23 +119,36 @@ func (r *runner) schedule(p *PeriodicJob, found *foundSchedules) {
 	defer r.loops.Done()
 	reg := r.newRegistration(p, found)
 	defer reg.refresh.Stop()
-	tick := p.Schedule.Next(time.Now())
-	for {
+	now := time.Now()
+	tick := nextTick(p.Schedule, now)
+	for !tick.IsZero() {
 		if !r.waitTick(reg, found, tick) {
 			return
 		}
-		next := p.Schedule.Next(tick)
+		next := nextTick(p.Schedule, tick)
 		r.fire(p, reg, tick, next)
 		tick = next
 		// A slow insert (an outage) may have run past later ticks.
-		for now := time.Now(); !tick.After(now); tick = p.Schedule.Next(tick) {
+		for now = time.Now(); !tick.IsZero() && !tick.After(now); tick = nextTick(p.Schedule, tick) {
 		}
 	}
+	r.log.Error("baton: periodic job's schedule has no next tick; it fires no more", "periodic_job", p.Name, "after", now)
+}
+
+// nextTick is s's first tick after t, or zero if it has none: a cron
+// spec that matches no date (such as 30 February) gives the zero time, and
+// a schedule whose next tick is not after t would never move on.
+func nextTick(s Schedule, t time.Time) time.Time {
+	next := s.Next(t)
+	if !next.After(t) {
+		return time.Time{}
+	}
+	return next
 }
 
 // fire inserts the job of one tick, once across every process, retrying
-// until the next tick. The job's queue and kind are the schedule's
-// registration's.
+// until the next tick (zero: none, so until Stop). The job's queue and
+// kind are the schedule's registration's.
 func (r *runner) fire(p *PeriodicJob, reg *registration, tick, next time.Time) {
 	log := r.log.With("periodic_job", p.Name, "tick", tick)
 	args, opts := p.Job(tick)
@@ -147,7 +160,10 @@ func (r *runner) fire(p *PeriodicJob, reg *registration, tick, next time.Time) {
 	r.learn(reg, queue, ins.Kind)
 	backoff := 50 * time.Millisecond
 	for {
-		ctx, cancel := context.WithDeadline(r.fetchCtx, next)
+		ctx, cancel := r.fetchCtx, context.CancelFunc(func() {})
+		if !next.IsZero() { // else the schedule's last tick: retried until Stop
+			ctx, cancel = context.WithDeadline(r.fetchCtx, next)
+		}
 		res, err := r.c.driver.JobInsert(ctx, &batondriver.JobInsertParams{
 			Queue: queue, Jobs: []*batondriver.JobInsert{ins},
 			Once: &batondriver.JobInsertOnce{Name: p.Name, Tick: tick},

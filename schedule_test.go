@@ -3,6 +3,7 @@ package baton_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,12 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver/batonmem"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -140,3 +143,62 @@ func TestPeriodicJobFiresOnceAcrossProcesses(t *testing.T) {
 	require.Less(t, time.UnixMilli(ticks[0]).Sub(started), 300*time.Millisecond, "the first tick came late")
 	t.Logf("%d ticks, each run once, by %d processes", len(ticks), len(pids))
 }
+
+// A cron spec that matches no date (30 February) never fires: the client
+// logs that, inserts nothing, and its schedule does not keep Stop from
+// returning.
+func TestScheduleThatNeverFires(t *testing.T) {
+	t.Parallel()
+	never, err := baton.Cron("0 0 30 2 *")
+	require.NoError(t, err)
+	var fired atomic.Int32
+	logged := make(chan struct{})
+	var once sync.Once
+	log := slog.New(&hookHandler{fn: func(r slog.Record) {
+		if strings.Contains(r.Message, "no next tick") {
+			once.Do(func() { close(logged) })
+		}
+	}})
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), nil)
+	c, err := baton.NewClient(batonmem.New(), &baton.Config{Workers: w, Logger: log, PeriodicJobs: []*baton.PeriodicJob{{
+		Name: "never", Schedule: never,
+		Job: func(time.Time) (baton.JobArgs, *baton.InsertOpts) {
+			fired.Add(1)
+			return emailArgs{}, nil
+		},
+	}}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	select {
+	case <-logged:
+	case <-time.After(5 * time.Second):
+	}
+	require.Zero(t, fired.Load(), "a schedule that matches no date fired")
+	stopped := make(chan error, 1)
+	go func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		stopped <- c.Stop(stopCtx)
+	}()
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop did not return: the schedule's goroutine spins")
+	}
+	select {
+	case <-logged:
+	default:
+		t.Fatal("the schedule that never fires was not logged")
+	}
+}
+
+// hookHandler is a slog.Handler that calls fn with every record.
+type hookHandler struct{ fn func(slog.Record) }
+
+func (h *hookHandler) Enabled(context.Context, slog.Level) bool      { return true }
+func (h *hookHandler) Handle(_ context.Context, r slog.Record) error { h.fn(r); return nil }
+func (h *hookHandler) WithAttrs([]slog.Attr) slog.Handler            { return h }
+func (h *hookHandler) WithGroup(string) slog.Handler                 { return h }
