@@ -644,6 +644,60 @@ func TestStopGivesUpOnUnrecordableOutcomes(t *testing.T) {
 	require.Less(t, time.Since(began), 2*time.Second)
 }
 
+// stalledFinishDriver's JobFinish waits for a reply that does not come, as
+// on a stalled server, until its context ends or release is closed.
+type stalledFinishDriver struct {
+	batondriver.JobDriver
+	release chan struct{}
+}
+
+func (d stalledFinishDriver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-d.release:
+		return d.JobDriver.JobFinish(ctx, p)
+	}
+}
+
+// Stop returns soon after its context ends even if a call recording
+// outcomes hangs (the server stalls): it waits for that call's reply no
+// longer than the leases it presents last (LeaseTTL).
+func TestStopGivesUpOnStalledOutcomes(t *testing.T) {
+	t.Parallel()
+	ran := make(chan struct{}, 10)
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+		ran <- struct{}{}
+		return nil
+	}), nil)
+	d := stalledFinishDriver{JobDriver: batonmem.New(), release: make(chan struct{})}
+	// Two queues: no finish leases jobs (handoff), so no call has a
+	// deadline of its own.
+	c, err := baton.NewClient(d, &baton.Config{Workers: w, Logger: quiet, DisableChaining: true, LeaseTTL: time.Second,
+		Queues: []baton.QueueConfig{{Name: "default"}, {Name: "other"}}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	_, err = c.Insert(ctx, emailArgs{}, nil)
+	require.NoError(t, err)
+	<-ran
+	stopped := make(chan error, 1)
+	go func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		stopped <- c.Stop(stopCtx)
+	}()
+	select {
+	case err := <-stopped:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(5 * time.Second):
+		close(d.release) // let Stop return
+		<-stopped
+		t.Fatal("Stop waited for a stalled call long past its context and LeaseTTL")
+	}
+}
+
 // With every worker busy, each finish hands its worker the next job and
 // the dispatcher never fetches; due jobs must still be admitted and run.
 func TestDueJobRunsWhileWorkersBusy(t *testing.T) {

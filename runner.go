@@ -127,8 +127,9 @@ func (c *Client) Start(ctx context.Context) error {
 // still running (their context's cause is ErrStopping) and returns their
 // jobs to their queues without counting the attempt. It returns once every
 // outcome is recorded, or with ctx's error if the backend could not be
-// reached to record them (those jobs run again after their leases expire).
-// A handler that ignores its context delays Stop.
+// reached to record them (those jobs run again after their leases expire);
+// a call to the backend in flight is waited for at most LeaseTTL. A
+// handler that ignores its context delays Stop.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	r := c.runner
@@ -825,11 +826,15 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 		// that leases waits only leaseWait, as a fetch does (a later reply
 		// would bring leases over by the worker's reckoning): its retry
 		// records them without fetching, the workers back with the
-		// dispatcher.
-		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		// dispatcher. A call that only records outcomes waits at most
+		// LeaseTTL: by then the leases it presents are over, and its retry
+		// finds its outcomes recorded or stale. So a stalled server holds
+		// up neither the completer's call slots nor Stop for longer.
+		wait := r.cfg.LeaseTTL
 		if p.Fetch != nil || p.Chain {
-			ctx, cancel = context.WithTimeout(ctx, r.leaseWait())
+			wait = r.leaseWait()
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		sent := time.Now()
 		res, err := r.c.driver.JobFinish(ctx, p)
 		cancel()
