@@ -47,11 +47,16 @@ const everyPrefix = "every "
 
 // Cron parses a standard five-field cron expression (minute, hour, day of
 // month, month, day of week), or a descriptor such as "@hourly", in UTC
-// unless it starts with CRON_TZ=Zone. A bad spec is an error that says why.
+// unless it starts with CRON_TZ=Zone. A bad spec is an error that says why,
+// and so is one that matches no date in the next five years (such as 30
+// February).
 func Cron(spec string) (Schedule, error) {
 	s, err := cron.ParseStandard(spec)
 	if err != nil {
 		return nil, fmt.Errorf("baton: cron spec %q: %w", spec, err)
+	}
+	if s.Next(time.Now()).IsZero() {
+		return nil, fmt.Errorf("baton: cron spec %q matches no date in the next five years", spec)
 	}
 	return cronSchedule{s, spec}, nil
 }
