@@ -423,3 +423,59 @@ func TestChainedJobWaitsOutLostLease(t *testing.T) {
 	require.Equal(t, []run{{0, 1}, {1, 1}, {0, 2}}, got)
 	require.Equal(t, 1, seen.most["customer:a"])
 }
+
+// A stop and a restart keep a key's order: the job cut off by Stop goes
+// back holding its key's slot, and the job chained behind it back to the
+// head of the parked jobs, so the next client runs the cut-off job first,
+// then the rest in order.
+func TestKeyOrderSurvivesStop(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := newJobDriver(t)
+		type run struct{ n, attempt int }
+		var mu sync.Mutex
+		var runs []run
+		started := make(chan struct{})
+		newClient := func() *baton.Client {
+			workers := baton.NewWorkers()
+			baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+				mu.Lock()
+				runs = append(runs, run{job.Args.N, job.Attempt})
+				mu.Unlock()
+				if job.Args.N == 0 && job.Attempt == 1 {
+					close(started)
+					<-ctx.Done() // until Stop cuts it off
+					return ctx.Err()
+				}
+				return nil
+			}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+			c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet})
+			require.NoError(t, err)
+			return c
+		}
+		first := newClient()
+		const n = 5
+		insertBacklog(t, first, "a", n)
+		require.NoError(t, first.Start(t.Context()))
+		select {
+		case <-started:
+		case <-time.After(5 * time.Second):
+			t.Fatal("job 0 did not start")
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, first.Stop(ctx), context.DeadlineExceeded, "Stop cut job 0 off")
+
+		second := newClient()
+		start(t, second)
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(runs) == n+1
+		}, 10*time.Second, time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		want := []run{{0, 1}, {0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}
+		require.Equal(t, want, runs, "job 0 again first, its cut-off attempt not counted, then the rest in order")
+	})
+}

@@ -453,9 +453,10 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 }
 
 // giveBack is the outcome that returns a leased job that will not run to its
-// queue, its attempt not counted.
+// place (batondriver.JobFinish.GiveBack), its attempt not counted.
 func giveBack(row *JobRow) *batondriver.JobFinish {
-	return &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: row.ID, Lease: row.Lease}, Outcome: batondriver.JobOutcomeSnooze}
+	return &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: row.ID, Lease: row.Lease}, Outcome: batondriver.JobOutcomeSnooze,
+		GiveBack: true}
 }
 
 // track records an execution of row whose lease is trusted until until.
@@ -695,8 +696,9 @@ func (r *runner) outcome(e *execution, err error) *batondriver.JobFinish {
 	case err == nil:
 		f.Outcome = batondriver.JobOutcomeCompleted
 	case errors.Is(cause, ErrStopping):
-		// A zero RunAt is "now" by the backend's clock: available at once.
-		f.Outcome = batondriver.JobOutcomeSnooze
+		// A zero RunAt is "now" by the backend's clock: available at once,
+		// in its key's place still.
+		f.Outcome, f.GiveBack = batondriver.JobOutcomeSnooze, true
 		log().Info("baton: job returned to its queue at stop")
 	case errors.As(err, &snooze):
 		f.Outcome, f.RunAt = batondriver.JobOutcomeSnooze, time.Now().Add(snooze.d)

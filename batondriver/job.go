@@ -376,6 +376,16 @@ type JobFinish struct {
 	// its attempt not counted, instead of handing it this job's slot: the
 	// freed slot then promotes it first, as when this job's lease expires.
 	Unchain bool
+	// GiveBack, with a Snooze whose RunAt is not after now, returns a job
+	// the caller will not run to its end (it is stopping) to its place, as
+	// if it had not been leased: its attempt not counted, its unique claim
+	// as while queued, a job chained behind it back at the head of its
+	// key's parked jobs, and the job itself available, holding its key's
+	// slot, unless the key is over its limit (lowered meanwhile): then it
+	// waits at the head of the parked jobs, before the chained one. So a
+	// stop and a restart keep each key's order. A plain Snooze admits the
+	// job again behind its key's parked jobs.
+	GiveBack bool
 }
 
 // JobFinishResult is the result of JobFinish.

@@ -95,6 +95,13 @@ func (f *jobFixture) requireUnchained(id string, want batondriver.JobState) *bat
 	return g
 }
 
+// giveBack is the outcome of a client that will not run row to its end.
+func giveBack(row *batondriver.JobRow) *batondriver.JobFinish {
+	f := outcome(row, batondriver.JobOutcomeSnooze, "", time.Time{})
+	f.GiveBack = true
+	return f
+}
+
 // exerciseChains checks chained leases (JobFetchParams.Chain): a key's next
 // parked job leased behind its running job, taking over its slot when that
 // job's outcome is recorded, and back at the head of the parked jobs if
@@ -364,6 +371,65 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireState(available, b.ID)
 		f.requireState(parked, c.ID)
 		f.requireKey(k, []string{b.ID}, 0, 1)
+	})
+
+	// A job given back (JobFinish.GiveBack: its client is stopping) keeps
+	// its key's slot, and the job chained behind it goes back to the head
+	// of the parked jobs: the key's order survives a stop, whichever of
+	// the two outcomes comes first in the call. (The holder's comes first:
+	// it unchains the chained job, whose own outcome is then stale.)
+	for _, first := range []string{"Holder", "Chained"} {
+		t.Run("GiveBackKeepsKeyOrder"+first+"First", func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			a, b, c := f.chain(k, 10*time.Second)
+			back := []*batondriver.JobFinish{giveBack(a), giveBack(b)}
+			stale := []string{b.ID}
+			if first == "Chained" {
+				back[0], back[1] = back[1], back[0]
+				stale = nil
+			}
+			require.Equal(t, stale, f.finish(time.Hour, back...))
+			g := f.get(a.ID)
+			require.Equal(t, available, g.State)
+			require.Zero(t, g.Attempt, "a job given back has no attempt counted")
+			require.Empty(t, g.Lease)
+			f.requireUnchained(b.ID, parked)
+			f.requireKey(k, []string{a.ID}, 0, 2)
+			f.requireChained(k, nil)
+			f.requireState(parked, c.ID)
+			f.cycle(a.ID, b.ID, c.ID)
+		})
+	}
+
+	t.Run("GiveBackKeepsSlotWithNothingChained", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a := f.hold(k, 1, 10*time.Second, onBusy(batondriver.OnBusyDrop))
+		b := f.insertIn(parked, keyJob(k, 1))
+		require.Empty(t, f.finish(time.Hour, giveBack(a)))
+		f.requireKey(k, []string{a.ID}, 0, 1)
+		require.EqualValues(t, 0, f.stats().Dropped, "a job given back is not admitted again: no policy applies")
+		f.cycle(a.ID, b.ID)
+	})
+
+	t.Run("GiveBackOverLimitWaitsAtHead", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2)).Jobs
+		got := f.fetch(2).Jobs
+		require.Equal(t, []string{js[0].ID, js[1].ID}, ids(got))
+		f.setLimit(k, 1) // both keep running
+		require.Empty(t, f.finish(time.Hour, giveBack(got[1])))
+		// Over the limit, the job given back gives its slot up, and waits
+		// ahead of the job parked before it was leased.
+		g := f.get(got[1].ID)
+		require.Equal(t, parked, g.State)
+		require.Zero(t, g.Attempt)
+		f.requireKey(k, []string{got[0].ID}, 1, 2)
+		f.complete(got[0])
+		f.requireState(available, got[1].ID)
+		f.requireState(parked, js[2].ID)
 	})
 
 	t.Run("ChainedOutcomeFirst", func(t *testing.T) {

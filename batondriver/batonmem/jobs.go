@@ -829,6 +829,12 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 				q.unchain(h, now)
 				continue
 			}
+			if f.GiveBack {
+				if q.giveBack(j, now) {
+					woken++
+				}
+				continue
+			}
 		}
 		if f.Unchain {
 			q.unchain(j, now) // then j's freed slot promotes it first

@@ -303,6 +303,37 @@ func (q *queueState) unchain(h *job, now time.Time) {
 	q.park(q.keys[c.row.Key], c, c.row.ParkedAt, true) // its parked time kept
 }
 
+// giveBack returns j, running and not chained, to its place as if it had
+// not been leased (batondriver.JobFinish.GiveBack): its attempt not
+// counted, its unique claim as while queued, the job chained behind it
+// back at the head of its key's parked jobs, and j available, holding its
+// key's slot still, unless the key is over its limit (lowered while j
+// ran): then j gives the slot up and waits at the head of the parked jobs,
+// before the chained one. It reports whether j is available.
+func (q *queueState) giveBack(j *job, now time.Time) bool {
+	q.unchain(j, now)
+	q.unlease(j)
+	j.row.Attempt--
+	switch j.row.UniqueScope {
+	case batondriver.UniqueRunning:
+		q.unclaim(j)
+	case batondriver.UniqueQueued:
+		if q.claimOf(j.row.Unique, now) == nil {
+			q.claim(j, now)
+		}
+	}
+	j.row.RunAt = now
+	if j.row.Key != "" {
+		if k := q.keys[j.row.Key]; len(k.holders) > k.limitFor(j) {
+			delete(k.holders, j.row.ID)
+			q.park(k, j, now, true)
+			return false
+		}
+	}
+	q.add(j, batondriver.JobStateAvailable)
+	return true
+}
+
 // nextFence returns the queue's next fencing token, remembered as its last:
 // strictly above every earlier one of the queue, so of each of its keys,
 // however often a key went idle and was forgotten, and never below now in

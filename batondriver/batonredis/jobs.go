@@ -451,7 +451,11 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: unknown outcome %q", batondriver.ErrBadParams, f.Outcome))
 		}
 		ids[i] = f.ID
-		args = append(args, f.ID, f.Lease, string(f.Outcome), f.Error, strconv.FormatInt(runAtMS(f.RunAt), 10), flag(f.Unchain))
+		how := flag(f.Unchain)
+		if f.GiveBack {
+			how = "2"
+		}
+		args = append(args, f.ID, f.Lease, string(f.Outcome), f.Error, strconv.FormatInt(runAtMS(f.RunAt), 10), how)
 	}
 	arr, err := d.scripts.jobFinish.Exec(ctx, d.client, d.queueKeys(p.Queue).withJobs(ids...), args).ToArray()
 	if err != nil {

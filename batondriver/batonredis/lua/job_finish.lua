@@ -15,7 +15,8 @@
 --         recorded but no job is leased or chained (see job_fetch.lua)
 -- ARGV[6i+1..6i+6] for the i-th job: ID, lease, outcome (completed, retry,
 --   snooze, cancel, dead, again), error, run_at in ms for retry, snooze and
---   again ("0": now), "1" to unchain the job chained behind it (else "0")
+--   again ("0": now), "1" to unchain the job chained behind it, "2" to give
+--   the job back (a snooze until now or earlier: see give_back), else "0"
 --
 -- Returns {the number of stale outcomes, their 1-based indexes, then per
 -- job leased its ID and fields (F in joblib.lua)}. A stale outcome's job
@@ -36,7 +37,7 @@
 -- nothing were chained, in a later call or later in the same one. A
 -- chained job snoozed until now or earlier (given back by a client that
 -- will not run it) goes back to the head of its key's parked jobs, as an
--- unchained one does.
+-- unchained one does; any other job given back keeps its place (give_back).
 -- Then (docs/job-states.md):
 --   completed: deleted, or kept in C until now + retention, finished = now;
 --   retry:     error recorded; dead if attempt >= max, else scheduled at
@@ -131,6 +132,44 @@ local function hand_over(id, v, x, back)
   return true
 end
 
+-- Give job id at key, whose fields (read below) are in v, back to its
+-- place as if it had not been leased (batondriver.JobFinish.GiveBack): its
+-- attempt not counted, its unique claim as while queued, the job chained
+-- behind it back at the head of its key's parked jobs, and the job itself
+-- available, holding its key's slot still, unless the key is over its
+-- limit (lowered while it ran): then it gives the slot up and waits at the
+-- head of the parked jobs, before the chained one, under the key's
+-- "mixed" mark (see promote), since its default limit may not be the
+-- key's.
+local function give_back(key, id, v)
+  local x = {}
+  hand_over(id, v, x, true)
+  if v[11] == 'running' then
+    unclaim(v[10], id)
+  elseif v[11] == 'queued' and not redis.call('HGET', U, v[10]) then
+    claim(v[10], id, 0)
+  end
+  local t = {'lease', '', 'lease_until', '', 'attempt', int(math.max(tonumber(v[4]) - 1, 0)), 'run_at', snow, unpack(x)}
+  local k = v[8]
+  if k and k ~= '' then
+    local h, p, m = key_keys(k)
+    local limit = tonumber(redis.call('HGET', m, 'limit') or v[9]) or 0
+    if redis.call('SCARD', h) > limit then
+      redis.call('SREM', h, id)
+      redis.call('LPUSH', p, id)
+      redis.call('ZADD', PK, now, id)
+      redis.call('ZINCRBY', KI, -1, k)
+      redis.call('HSET', m, 'mixed', '1')
+      put(t, 'state', 'parked', 'parked', snow)
+      redis.call('HSET', key, unpack(t))
+      return
+    end
+  end
+  put(t, 'state', 'available')
+  make_available(avail, id, v[6])
+  redis.call('HSET', key, unpack(t))
+end
+
 for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
   local key = KEYS[FIRST_JOB_KEY + i - 1]
   local a = 6 * i + 1
@@ -149,6 +188,9 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     -- as if the job ahead unchained it.
     record(id)
     unchain(id, v[14])
+  elseif outcome == 'snooze' and run_at <= now and ARGV[a + 5] == '2' then
+    record(id)
+    give_back(key, id, v)
   elseif outcome == 'completed' and (v[8] or '') == '' and (v[10] or '') == '' then
     -- Completed with neither concurrency key nor unique key (most
     -- outcomes): no slot to free, no claim to release.
