@@ -124,12 +124,14 @@ func (c *Client) Start(ctx context.Context) error {
 
 // Stop stops fetching (a fetch already sent is seen through, and its jobs
 // run), waits for running jobs until ctx ends, then cancels the handlers
-// still running (their context's cause is ErrStopping) and returns their
-// jobs to their queues without counting the attempt. It returns once every
-// outcome is recorded, or with ctx's error if the backend could not be
-// reached to record them (those jobs run again after their leases expire);
-// a call to the backend in flight is waited for at most LeaseTTL. A
-// handler that ignores its context delays Stop.
+// still running (their context's cause is ErrStopping) and gives their
+// jobs back without counting the attempt, each to its place: a keyed job
+// keeps its key's slot, so the next client runs it before the key's other
+// jobs. Stop returns once every outcome is recorded: nil if every handler
+// returned in time, else ctx's error, which it also returns if the backend
+// could not be reached to record them (those jobs run again after their
+// leases expire); a call to the backend in flight is waited for at most
+// LeaseTTL. A handler that ignores its context delays Stop.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	r := c.runner
