@@ -171,6 +171,39 @@ func faultReleaseLater(t *testing.T, lease *batonlock.Lease) {
 	})
 }
 
+// faultServerExpiry reads the server's own expiry of lease on key through
+// client: on the same host's clock as the test's.
+func faultServerExpiry(t *testing.T, client rueidis.Client, d *Driver, key string, lease *batonlock.Lease) time.Time {
+	t.Helper()
+	h := d.lockKeys(key).keys[0]
+	member := fmt.Sprintf("%d:%s", lease.Fence(), lease.Token())
+	score, err := client.Do(t.Context(), client.B().Zscore().Key(h).Member(member).Build()).AsFloat64()
+	require.NoError(t, err)
+	return time.UnixMilli(int64(score))
+}
+
+// faultAcquired is what a waiter's Acquire returned, and when.
+type faultAcquired struct {
+	lease *batonlock.Lease
+	err   error
+	at    time.Time
+}
+
+// faultWaiter acquires key with l in a goroutine under ctx and returns
+// once the waiter has queued (failing the test after 5s); its result
+// arrives on the channel.
+func faultWaiter(t *testing.T, ctx context.Context, l *batonlock.Locker, key string, ttl time.Duration) <-chan faultAcquired {
+	t.Helper()
+	queued := make(chan struct{})
+	out := make(chan faultAcquired, 1)
+	go func() {
+		ls, err := l.Acquire(ctx, key, &batonlock.AcquireOpts{TTL: ttl, OnWait: func(int) { close(queued) }})
+		out <- faultAcquired{ls, err, time.Now()}
+	}()
+	faultWait(t, queued, 5*time.Second, "waiter queued")
+	return out
+}
+
 // TestFaultHolderKilled kills a holder process with SIGKILL: no release, no
 // more heartbeats. A waiter that queued behind it is granted the lock when
 // the lease expires on the server, without polling: its one safety recheck
@@ -303,27 +336,12 @@ func TestFaultRedisPaused(t *testing.T) {
 	faultReleaseLater(t, lease)
 	ended := faultEnded(lease)
 	firstUntil := lease.Until()
-	// The server's own expiry of the lease, on the same host's clock.
-	h := d.lockKeys(key).keys[0]
-	score, err := client.Do(ctx, client.B().Zscore().Key(h).Member(fmt.Sprintf("%d:%s", lease.Fence(), lease.Token())).Build()).AsFloat64()
-	require.NoError(t, err)
-	serverExpiry := time.UnixMilli(int64(score))
+	serverExpiry := faultServerExpiry(t, client, d, key, lease)
 
 	// A waiter queues behind the lease; its deadline falls while paused.
 	waiterCtx, waiterCancel := context.WithTimeout(ctx, 700*time.Millisecond)
 	defer waiterCancel()
-	queued := make(chan struct{})
-	type result struct {
-		lease *batonlock.Lease
-		err   error
-		at    time.Time
-	}
-	waiter := make(chan result, 1)
-	go func() {
-		ls, err := wl.Acquire(waiterCtx, key, &batonlock.AcquireOpts{TTL: ttl, OnWait: func(int) { close(queued) }})
-		waiter <- result{ls, err, time.Now()}
-	}()
-	faultWait(t, queued, 5*time.Second, "waiter queued")
+	waiter := faultWaiter(t, waiterCtx, wl, key, ttl)
 
 	require.NoError(t, srv.Pause())
 	pausedAt := time.Now()
@@ -351,7 +369,7 @@ func TestFaultRedisPaused(t *testing.T) {
 	// place back, which batonlock bounds by 5s and which completes once the
 	// server answers again: a context error, not a hang.
 	deadline, _ := waiterCtx.Deadline()
-	var r result
+	var r faultAcquired
 	select {
 	case r = <-waiter:
 	case <-time.After(7 * time.Second):
@@ -416,25 +434,10 @@ func TestFaultHolderPartitioned(t *testing.T) {
 
 	lease, err := l.TryAcquire(ctx, key, &batonlock.AcquireOpts{TTL: ttl})
 	require.NoError(t, err)
-	h := d.lockKeys(key).keys[0]
-	score, err := waiterClient.Do(ctx, waiterClient.B().Zscore().Key(h).Member(fmt.Sprintf("%d:%s", lease.Fence(), lease.Token())).Build()).AsFloat64()
-	require.NoError(t, err)
-	serverExpiry := time.UnixMilli(int64(score))
-
-	queued := make(chan struct{})
-	type result struct {
-		lease *batonlock.Lease
-		err   error
-		at    time.Time
-	}
-	waiter := make(chan result, 1)
-	go func() {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		ls, err := wl.Acquire(wctx, key, &batonlock.AcquireOpts{TTL: ttl, OnWait: func(int) { close(queued) }})
-		waiter <- result{ls, err, time.Now()}
-	}()
-	faultWait(t, queued, 5*time.Second, "waiter queued")
+	serverExpiry := faultServerExpiry(t, waiterClient, d, key, lease)
+	waiterCtx, waiterCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer waiterCancel()
+	waiter := faultWaiter(t, waiterCtx, wl, key, ttl)
 
 	px.Partition()
 	released := make(chan error, 1)
@@ -444,7 +447,7 @@ func TestFaultHolderPartitioned(t *testing.T) {
 		released <- lease.Release(rctx)
 	}()
 
-	var r result
+	var r faultAcquired
 	select {
 	case r = <-waiter:
 	case <-time.After(5 * time.Second):
