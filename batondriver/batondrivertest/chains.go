@@ -485,6 +485,27 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Equal(t, []string{b.ID}, f.extend(time.Second, batondriver.JobLease{ID: b.ID, Lease: a.Lease}).Lost)
 	})
 
+	// A client that stops as a fetch brings it a job and the job chained
+	// behind it gives both back (snoozed until now) in one call, the job
+	// ahead first: its outcome hands the chained job its slot, so the
+	// chained job's own give-back must free that slot, not park the job
+	// while it still holds it (which left the key with a phantom holder:
+	// nothing could run again).
+	t.Run("BothGivenBackInOneCall", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 10*time.Second)
+		require.Empty(t, f.finish(time.Hour, outcome(a, batondriver.JobOutcomeSnooze, "", time.Time{}),
+			outcome(b, batondriver.JobOutcomeSnooze, "", time.Time{})))
+		f.requireKey(k, []string{c.ID}, 0, 2)
+		f.requireChained(k, nil)
+		f.requireState(available, c.ID)
+		f.requireState(parked, a.ID, b.ID)
+		require.Zero(t, f.get(b.ID).Attempt, "b never ran")
+		f.cycle(c.ID, a.ID, b.ID)
+		f.requireIdle(k)
+	})
+
 	t.Run("UniqueClaimsFollowTheChain", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

@@ -176,16 +176,20 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
   local id, held, outcome, msg, run_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4])
   local v = redis.call('HMGET', key, 'state', 'lease', 'lease_until', 'attempt', 'max', 'prio', 'errors',
     'key', 'limit', 'ukey', 'uscope', 'runs', 'next', 'after')
-  if handed_at[id] then
+  -- A chained job handed a slot earlier in this call holds it now, though
+  -- its after still names the job ahead (lease clears it at the end).
+  local took_over = handed_at[id] ~= nil
+  if took_over then
     handed[handed_at[id]] = false
     handed_at[id] = nil
   end
   if v[1] ~= 'running' or v[2] ~= held or tonumber(v[3]) <= now then
     stale[#stale + 1] = i
-  elseif outcome == 'snooze' and run_at <= now and (v[14] or '') ~= '' then
+  elseif outcome == 'snooze' and run_at <= now and (v[14] or '') ~= '' and not took_over then
     -- A chained job given back before the outcome of the job ahead (its
     -- client will not run it): back to the head of its key's parked jobs,
-    -- as if the job ahead unchained it.
+    -- as if the job ahead unchained it. Once it took over the slot, it is
+    -- given back as any holder: the slot is freed below.
     record(id)
     unchain(id, v[14])
   elseif outcome == 'snooze' and run_at <= now and ARGV[a + 5] == '2' then
