@@ -506,6 +506,45 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireIdle(k)
 	})
 
+	// A job chained behind one whose lease is lost goes back to the head
+	// of the parked jobs, and is promoted under its own default limit, as
+	// every parked job is, even when the key's default changed meanwhile.
+	// ab chains b behind a, key k's only other job, then admits x, of
+	// default 3, and leases it: 1 holder < 3, nothing parked.
+	ab := func(f *jobFixture, k string, ttl time.Duration) (a, b, x *batondriver.JobRow) {
+		js := f.insertRes(keyJob(k, 1), keyJob(k, 1)).Jobs
+		got := f.fetchChain(1, ttl).Jobs
+		require.Equal(f.t, ids(js), ids(got))
+		require.Equal(f.t, js[0].ID, got[1].After)
+		x = f.insertIn(available, keyJob(k, 3))
+		require.Equal(f.t, []string{x.ID}, ids(f.fetch(1).Jobs))
+		return got[0], got[1], x
+	}
+	t.Run("UnchainedKeepsItsDefault", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, x := ab(f, k, 10*time.Second)
+		fin := outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{})
+		fin.Unchain = true
+		require.Empty(t, f.finishChain(nil, fin))
+		// x holds the key: b's default of 1 is full.
+		f.requireKey(k, []string{x.ID}, 1, 1)
+		f.requireUnchained(b.ID, parked)
+		f.complete(f.get(x.ID))
+		f.requireKey(k, []string{b.ID}, 0, 0)
+	})
+
+	t.Run("ExpiredAheadUnchainedKeepsItsDefault", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, x := ab(f, k, 50*time.Millisecond)
+		res := f.recover(batondriver.JobFetchParams{LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
+		require.Equal(t, 1, res.Recovered)
+		f.requireState(scheduled, a.ID)
+		f.requireKey(k, []string{x.ID}, 1, 1)
+		f.requireUnchained(b.ID, parked)
+	})
+
 	t.Run("UniqueClaimsFollowTheChain", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

@@ -335,7 +335,8 @@ end
 --
 -- Unless the key's meta has "mixed" set, every parked job's default is the
 -- key's def: admit sets "mixed" when def changes while jobs are parked,
--- key_setlimit.lua when it demotes holders, and it is cleared here once the
+-- key_setlimit.lua when it demotes holders, unchain when it parks a job of
+-- another default again, and it is cleared here once the
 -- parked list drains. Then, or under an override, the free slots' worth of
 -- jobs is popped at once; else the head is peeked at first, as its limit
 -- decides.
@@ -589,13 +590,17 @@ end
 -- still chained behind job ahead, whose lease expired: parked since its
 -- parked time, its attempt not counted, its unique claims as when it was
 -- parked. The caller frees the slot of the job ahead next, which then
--- promotes it first.
+-- promotes it first. While it was chained the key may have admitted a job
+-- of another default: then the parked jobs' defaults are mixed (see
+-- promote).
 local function unchain(id, ahead)
   local key = J .. id
-  local v = redis.call('HMGET', key, 'state', 'after', 'attempt', 'key', 'ukey', 'uscope', 'parked')
+  local v = redis.call('HMGET', key, 'state', 'after', 'attempt', 'key', 'ukey', 'uscope', 'parked', 'limit')
   if v[1] ~= 'running' or v[2] ~= ahead then return end
   local k = v[4]
-  redis.call('LPUSH', K .. k .. ':p', id)
+  local _, p, m = key_keys(k)
+  redis.call('LPUSH', p, id)
+  if redis.call('HGET', m, 'def') ~= v[8] then redis.call('HSET', m, 'mixed', '1') end
   redis.call('ZINCRBY', KI, -1, k)
   redis.call('ZREM', R, id)
   redis.call('ZADD', PK, tonumber(v[7]) or 0, id)
