@@ -545,6 +545,30 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireUnchained(b.ID, parked)
 	})
 
+	// A job is chained only where it could be promoted: under the key's
+	// override, else its own default limit, counting the slot it would
+	// take over. A job of default 1 waits for a key that three jobs of
+	// default 3 hold, chained or not.
+	t.Run("ChainAsksTheChainedJobsDefault", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js := f.insertRes(keyJob(k, 3), keyJob(k, 3), keyJob(k, 3)).Jobs
+		d := f.insertIn(parked, keyJob(k, 1))
+		got := f.fetchChain(3, 10*time.Second).Jobs
+		require.Equal(t, ids(js), ids(got), "d is not chained: 3 holders >= its limit 1")
+		f.requireKey(k, ids(js), 3, 1)
+		f.requireChained(k, nil)
+		f.requireState(parked, d.ID)
+		// Nor when one of them finishes and the finish asks for chains.
+		require.Empty(t, f.finishChain(&batondriver.JobFinishFetch{Max: 1, LeaseTTL: 10 * time.Second},
+			outcome(got[0], batondriver.JobOutcomeCompleted, "", time.Time{})))
+		f.requireKey(k, ids(js[1:]), 2, 1)
+		f.complete(got[1])
+		f.requireState(parked, d.ID)
+		f.complete(got[2])
+		f.requireKey(k, []string{d.ID}, 0, 0)
+	})
+
 	t.Run("UniqueClaimsFollowTheChain", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

@@ -210,12 +210,18 @@ func (q *queueState) chain(aheads []*job, now time.Time) []*job {
 			continue
 		}
 		k := q.keys[h.row.Key] // h holds a slot: the key is active
-		// A key over its limit (it was lowered, or halted) chains no more:
-		// the holders beyond it finish and hand on nothing.
-		if k.parked.Len() == 0 || len(k.holders) > k.limitFor(h) {
+		if k.parked.Len() == 0 {
 			continue
 		}
+		// The head is chained only if it could be promoted into h's slot:
+		// h's own counted, the holders are within the key's limit for it
+		// (the override, else its own default, as promote asks). A key
+		// over its limit (it was lowered, or halted) chains no more: the
+		// holders beyond it finish and hand on nothing.
 		c := k.parked.Front().Value.(*job)
+		if len(k.holders) > k.limitFor(c) {
+			continue
+		}
 		q.remove(c) // also out of k.parked
 		c.row.After = h.row.ID
 		q.start(c, h.row.LeaseUntil, now)

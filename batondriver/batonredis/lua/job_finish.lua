@@ -94,8 +94,7 @@ local function again(key, id, j, at, t)
   redis.call('HSET', key, unpack(t))
 end
 
--- The chained jobs handed a slot, {id, lease, key, lease_until, limit}
--- each, and their indexes there by ID: one whose own outcome comes later
+-- The chained jobs handed a slot, {id, lease, key, lease_until} each, and their indexes there by ID: one whose own outcome comes later
 -- in the call is dropped from it (it no longer runs).
 local handed, handed_at = {}, {}
 
@@ -122,12 +121,12 @@ local function hand_over(id, v, x, back)
     unchain(c, id)
     return false
   end
-  local cv = redis.call('HMGET', J .. c, 'state', 'after', 'lease', 'limit')
+  local cv = redis.call('HMGET', J .. c, 'state', 'after', 'lease')
   if cv[1] ~= 'running' or cv[2] ~= id then return false end
   local h = K .. v[8] .. ':h'
   redis.call('SREM', h, id)
   redis.call('SADD', h, c)
-  handed[#handed + 1] = {c, cv[3], v[8], v[3], cv[4]}
+  handed[#handed + 1] = {c, cv[3], v[8], v[3]}
   handed_at[c] = #handed
   return true
 end

@@ -552,35 +552,40 @@ local function start(key, id, v, l, snow, suntil, fence, extra)
 end
 
 -- Chain the next parked job of key k behind job ahead (lease l, lease_until
--- suntil, default limit def), with fencing token fence: popped from the
--- key's parked list (skipping IDs no longer parked, as promote does) and
--- started, its score in R left to the caller. Appends its ID to
--- batch.unparked (for PK). Returns its ID and fields, or nil if nothing was
--- parked or the key has more holders than its limit (it was lowered or
--- halted: the holders beyond it hand on nothing).
-local function chain_next(batch, ahead, l, k, def, snow, suntil, fence)
+-- suntil), with fencing token fence: popped from the key's parked list
+-- (skipping IDs no longer parked, as promote does) and started, its score
+-- in R left to the caller. Appends its ID to batch.unparked (for PK).
+-- Returns its ID and fields, or nil if nothing was parked or the job could
+-- not be promoted into the slot it would take over: the key's holders,
+-- that slot counted, exceed the key's override, else the job's own default
+-- limit (the key was lowered or halted, or its parked jobs' defaults are
+-- mixed: see promote). The holders beyond the limit hand on nothing.
+local function chain_next(batch, ahead, l, k, snow, suntil, fence)
   local h, p, m = key_keys(k)
   local popped = 0
+  local override, nh -- read once a parked job is found
   while true do
     local id = redis.call('LPOP', p)
     if not id then break end
-    if popped == 0 then
-      -- Something is parked: now the limit is worth reading.
-      local limit = tonumber(redis.call('HGET', m, 'limit') or def) or 0
-      if redis.call('SCARD', h) > limit then
-        redis.call('LPUSH', p, id)
-        return nil
-      end
-    end
-    popped = popped + 1
-    batch.unparked[#batch.unparked + 1] = id
     local key = J .. id
     local v = load_job(key)
     if v and v[FI.state] == 'parked' then
+      if not nh then
+        override = redis.call('HGET', m, 'limit')
+        nh = redis.call('SCARD', h)
+      end
+      if nh > (tonumber(override or v[FI.limit]) or 0) then
+        redis.call('LPUSH', p, id)
+        break
+      end
+      popped = popped + 1
+      batch.unparked[#batch.unparked + 1] = id
       redis.call('ZINCRBY', KI, popped, k)
       start(key, id, v, chained_lease(l, id), snow, suntil, fence, {'after', ahead})
       return id, v
     end
+    popped = popped + 1
+    batch.unparked[#batch.unparked + 1] = id
   end
   if popped > 0 then redis.call('ZINCRBY', KI, popped, k) end
   return nil
@@ -627,8 +632,7 @@ end
 -- taken, because the batch had more urgent ones, goes back with its score).
 --
 -- handed lists the chained jobs that just took over the slots of the jobs
--- ahead of them (job_finish.lua), each {id, lease, k, lease_until, its
--- default limit}: lease
+-- ahead of them (job_finish.lua), each {id, lease, k, lease_until}: lease
 -- writes their new lease_until and puts them in R. Then, if chain is set
 -- and no job is left available, a job is chained behind each of them and
 -- behind each keyed job leased here whose key has parked jobs
@@ -697,10 +701,10 @@ local function lease(out, max, ttl, leases, now, last, batch, chain, handed)
   local suntil = int(until_)
   -- Chain job c behind job ahead (lease l, until u), if chain and its key
   -- has parked jobs; returns the extra fields for the job ahead.
-  local function behind(ahead, l, k, def, u)
+  local function behind(ahead, l, k, u)
     if not chain then return nil end
     fence = fence + 1
-    local c, cv = chain_next(unparked, ahead, l, k, def, snow, int(u), fence)
+    local c, cv = chain_next(unparked, ahead, l, k, snow, int(u), fence)
     if not c then
       fence = fence - 1
       return nil
@@ -714,7 +718,7 @@ local function lease(out, max, ttl, leases, now, last, batch, chain, handed)
   end
   for _, hd in ipairs(handed) do
     local id, u = hd[1], tonumber(hd[4])
-    local extra = behind(id, hd[2], hd[3], hd[5], u) or {}
+    local extra = behind(id, hd[2], hd[3], u) or {}
     redis.call('HSET', J .. id, 'after', '', 'lease_until', hd[4], unpack(extra))
     running[#running + 1] = u
     running[#running + 1] = id
@@ -727,7 +731,7 @@ local function lease(out, max, ttl, leases, now, last, batch, chain, handed)
       if v[FI.key] and v[FI.key] ~= '' then
         fence, fenced = fence + 1, true
         local own = fence
-        start(key, id, v, l, snow, suntil, own, behind(id, l, v[FI.key], v[FI.limit], until_))
+        start(key, id, v, l, snow, suntil, own, behind(id, l, v[FI.key], until_))
       else
         start(key, id, v, l, snow, suntil)
       end
