@@ -1216,6 +1216,23 @@ func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.requireIdle(k)
 	})
 
+	// One attempt's outcome given twice in one call is recorded once: the
+	// second is stale, as it would be in a later call, even when the first
+	// deleted the job at once (no retention).
+	t.Run("SameOutcomeTwiceInOneCall", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a := f.hold(k, 1, 10*time.Second)
+		b := f.insertIn(parked, keyJob(k, 1))
+		require.Equal(t, []string{a.ID}, f.finish(0, outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{}),
+			outcome(a, batondriver.JobOutcomeRetry, "x", time.Time{})))
+		f.requireGone(a.ID)
+		f.requireKey(k, []string{b.ID}, 0, 0)
+		f.countsOf(map[batondriver.JobState]int{available: 1})
+		f.cycle(b.ID)
+		f.requireIdle(k)
+	})
+
 	t.Run("RetryKeyed", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

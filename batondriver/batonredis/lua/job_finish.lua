@@ -182,7 +182,9 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     handed[handed_at[id]] = false
     handed_at[id] = nil
   end
-  if v[1] ~= 'running' or v[2] ~= held or tonumber(v[3]) <= now then
+  -- A second outcome of a job recorded earlier in the call is stale: the
+  -- hash of a completed job deleted at the end still says running.
+  if v[1] ~= 'running' or v[2] ~= held or tonumber(v[3]) <= now or recorded[id] then
     stale[#stale + 1] = i
   elseif outcome == 'snooze' and run_at <= now and (v[14] or '') ~= '' and not took_over then
     -- A chained job given back before the outcome of the job ahead (its
