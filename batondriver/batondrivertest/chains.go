@@ -326,6 +326,30 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireChained(k, nil)
 	})
 
+	// The job ahead's outcome, then the chained job's, in one call that
+	// deletes completed jobs at once and leases and chains: the chained
+	// job, handed the slot and then done, gets nothing chained behind it;
+	// the job promoted into its freed slot is leased, and the next parked
+	// job chained behind that one.
+	t.Run("BothOutcomesInOneCallDeletedThenChain", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 10*time.Second)
+		d := f.insertIn(parked, keyJob(k, 1))
+		res, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Chain: true,
+			Fetch: &batondriver.JobFinishFetch{Max: 1, LeaseTTL: 10 * time.Second},
+			Finished: []*batondriver.JobFinish{outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{}),
+				outcome(b, batondriver.JobOutcomeCompleted, "", time.Time{})}})
+		require.NoError(t, err)
+		require.Empty(t, res.Stale)
+		require.Equal(t, []string{c.ID, d.ID}, ids(res.Jobs), "c promoted and leased, d chained behind it")
+		require.Equal(t, c.ID, res.Jobs[1].After)
+		f.requireGone(a.ID)
+		f.requireGone(b.ID)
+		f.requireKey(k, []string{c.ID}, 1, 0)
+		f.requireChained(k, map[string]string{c.ID: d.ID})
+	})
+
 	// The chained job's outcome, then the job ahead's, in one call: the
 	// chained job has ended, so the slot it would have taken over is freed
 	// and the next parked job promoted, whether completed jobs are kept or

@@ -821,6 +821,10 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 			res.Stale = append(res.Stale, f.ID)
 			continue
 		}
+		// An heir whose own outcome comes later in the call no longer runs:
+		// nothing is chained behind it (it may be deleted, its state
+		// unchanged).
+		heirs = slices.DeleteFunc(heirs, func(h *job) bool { return h == j })
 		if f.Outcome == batondriver.JobOutcomeSnooze && !f.RunAt.After(now) {
 			if h := q.ahead(j); h != nil {
 				// A chained job given back before the outcome of the job
