@@ -593,6 +593,27 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireKey(k, []string{d.ID}, 0, 0)
 	})
 
+	// Twins unique while running, queued one behind the other on a key of
+	// limit 1: leased with a chain, both run, and the claim is the chained
+	// job's, which runs last. Once the job ahead is done, the chained job
+	// runs on alone and a third twin still conflicts with it.
+	t.Run("UniqueRunningTwinsChained", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		u := uniqueKey(t)
+		js := f.insertRes(keyJob(k, 1, uniq(u, inRunning, reject)), keyJob(k, 1, uniq(u, inRunning, reject))).Jobs
+		got := f.fetchChain(1, 10*time.Second).Jobs
+		require.Equal(t, ids(js), ids(got))
+		require.Equal(t, js[0].ID, got[1].After)
+		_, twin := f.insertAs(batondriver.JobRejected, uniqueJob(u, inRunning, reject))
+		require.Equal(t, "duplicate of "+got[1].ID, twin)
+		f.complete(got[0])
+		f.requireState(running, got[1].ID)
+		f.insertAs(batondriver.JobRejected, uniqueJob(u, inRunning, reject))
+		f.complete(f.get(got[1].ID))
+		f.insertAs(batondriver.JobInserted, uniqueJob(u, inRunning, reject))
+	})
+
 	t.Run("UniqueClaimsFollowTheChain", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

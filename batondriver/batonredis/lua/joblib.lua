@@ -518,18 +518,24 @@ local function chained_lease(ahead_lease, id)
   return string.sub(redis.sha1hex(ahead_lease .. ':' .. id), 1, LEASE_LEN)
 end
 
--- Start job id, whose fields are in v, under lease l until until_ (a
--- number; suntil as a string): state running, its attempt counted, unique
--- claims taken (running scope) or given up (queued scope), and fence, if
--- not nil, as its fencing token. extra holds more fields to write, or nil.
--- Updates v and writes the job with one HSET.
-local function start(key, id, v, l, snow, suntil, fence, extra)
-  local attempt = int(tonumber(v[FI.attempt]) + 1)
+-- The unique claims of job id, whose fields are in v, as it starts: taken
+-- (running scope) or given up (queued scope).
+local function start_claims(id, v)
   if v[FI.uscope] == 'running' then
     claim(v[FI.ukey], id, 0)
   elseif v[FI.uscope] == 'queued' then
     unclaim(v[FI.ukey], id)
   end
+end
+
+-- Start job id, whose fields are in v, under lease l until until_ (a
+-- number; suntil as a string): state running, its attempt counted, unique
+-- claims taken or given up (start_claims) unless claimed is set (the
+-- caller did), and fence, if not nil, as its fencing token. extra holds
+-- more fields to write, or nil. Updates v and writes the job with one HSET.
+local function start(key, id, v, l, snow, suntil, fence, extra, claimed)
+  local attempt = int(tonumber(v[FI.attempt]) + 1)
+  if not claimed then start_claims(id, v) end
   -- The fields go to HSET directly, without a table (see update): this
   -- runs for every job leased.
   v[FI.state], v[FI.attempt], v[FI.attempted], v[FI.lease], v[FI.lease_until] = 'running', attempt, snow, l, suntil
@@ -731,7 +737,10 @@ local function lease(out, max, ttl, leases, now, last, batch, chain, handed)
       if v[FI.key] and v[FI.key] ~= '' then
         fence, fenced = fence + 1, true
         local own = fence
-        start(key, id, v, l, snow, suntil, own, behind(id, l, v[FI.key], until_))
+        -- Its claims first: a twin chained behind it, which runs after it,
+        -- then holds a claim they share (behind runs before start).
+        start_claims(id, v)
+        start(key, id, v, l, snow, suntil, own, behind(id, l, v[FI.key], until_), true)
       else
         start(key, id, v, l, snow, suntil)
       end
