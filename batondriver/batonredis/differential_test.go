@@ -188,17 +188,21 @@ func diffRun(t *testing.T, seed uint64, sides []*diffSide) string {
 			outcomes := []batondriver.JobOutcome{batondriver.JobOutcomeCompleted, batondriver.JobOutcomeRetry,
 				batondriver.JobOutcomeSnooze, batondriver.JobOutcomeAgain, batondriver.JobOutcomeCancel, batondriver.JobOutcomeDead}
 			type fin struct {
-				i       int
-				o       batondriver.JobOutcome
-				later   bool
-				unchain bool
+				i        int
+				o        batondriver.JobOutcome
+				later    bool
+				unchain  bool
+				giveBack bool // a Snooze until now from a stopping client
 			}
 			var fs []fin
 			var desc []string
 			for _, i := range running {
 				f := fin{i: i, o: outcomes[rng.IntN(len(outcomes))], later: rng.IntN(3) == 0, unchain: rng.IntN(4) == 0}
+				if f.o == batondriver.JobOutcomeSnooze && !f.later && rng.IntN(2) == 0 {
+					f.giveBack, f.unchain = true, false
+				}
 				fs = append(fs, f)
-				desc = append(desc, fmt.Sprintf("%d:%s:later=%v:unchain=%v", f.i, f.o, f.later, f.unchain))
+				desc = append(desc, fmt.Sprintf("%d:%s:later=%v:unchain=%v:giveback=%v", f.i, f.o, f.later, f.unchain, f.giveBack))
 			}
 			var fetch *batondriver.JobFinishFetch
 			if rng.IntN(2) == 0 {
@@ -215,7 +219,7 @@ func diffRun(t *testing.T, seed uint64, sides []*diffSide) string {
 							at = time.Now().Add(time.Hour)
 						}
 						p = append(p, &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: s.ids[f.i], Lease: s.leases[f.i]},
-							Outcome: f.o, Error: "x", RunAt: at, Unchain: f.unchain})
+							Outcome: f.o, Error: "x", RunAt: at, Unchain: f.unchain, GiveBack: f.giveBack})
 					}
 					res, err := s.d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: queue, Finished: p, Retention: retention,
 						Fetch: fetch, Chain: chain})

@@ -94,8 +94,9 @@ local function again(key, id, j, at, t)
   redis.call('HSET', key, unpack(t))
 end
 
--- The chained jobs handed a slot, {id, lease, key, lease_until} each, and their indexes there by ID: one whose own outcome comes later
--- in the call is dropped from it (it no longer runs).
+-- The chained jobs handed a slot, {id, lease, key, lease_until} each, and
+-- their indexes there by ID: one whose own outcome comes later in the call
+-- is dropped from it (it no longer runs).
 local handed, handed_at = {}, {}
 
 -- The jobs whose outcomes this call recorded, by ID: a completed one may be
