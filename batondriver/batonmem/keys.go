@@ -295,18 +295,26 @@ func (q *queueState) unchain(h *job, now time.Time) {
 		return
 	}
 	h.next = nil
-	q.unlease(c)
 	c.row.After = ""
-	c.row.Attempt--
-	switch c.row.UniqueScope {
+	q.unstart(c, now)
+	q.park(q.keys[c.row.Key], c, c.row.ParkedAt, true) // its parked time kept
+}
+
+// unstart takes j, running, out of running as if it had not been leased:
+// its lease forgotten, its attempt not counted, and its unique claim given
+// up (running scope) or taken again if free (queued scope). The caller
+// puts it in its next state.
+func (q *queueState) unstart(j *job, now time.Time) {
+	q.unlease(j)
+	j.row.Attempt--
+	switch j.row.UniqueScope {
 	case batondriver.UniqueRunning:
-		q.unclaim(c)
+		q.unclaim(j)
 	case batondriver.UniqueQueued:
-		if q.claimOf(c.row.Unique, now) == nil {
-			q.claim(c, now)
+		if q.claimOf(j.row.Unique, now) == nil {
+			q.claim(j, now)
 		}
 	}
-	q.park(q.keys[c.row.Key], c, c.row.ParkedAt, true) // its parked time kept
 }
 
 // giveBack returns j, running and not chained, to its place as if it had
@@ -318,16 +326,7 @@ func (q *queueState) unchain(h *job, now time.Time) {
 // before the chained one. It reports whether j is available.
 func (q *queueState) giveBack(j *job, now time.Time) bool {
 	q.unchain(j, now)
-	q.unlease(j)
-	j.row.Attempt--
-	switch j.row.UniqueScope {
-	case batondriver.UniqueRunning:
-		q.unclaim(j)
-	case batondriver.UniqueQueued:
-		if q.claimOf(j.row.Unique, now) == nil {
-			q.claim(j, now)
-		}
-	}
+	q.unstart(j, now)
 	j.row.RunAt = now
 	if j.row.Key != "" {
 		if k := q.keys[j.row.Key]; len(k.holders) > k.limitFor(j) {
