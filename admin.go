@@ -57,8 +57,9 @@ func (c *Client) JobList(ctx context.Context, queue string, state JobState, opts
 }
 
 // JobRetry makes a dead, cancelled, dropped or scheduled job available now,
-// with its attempts reset (a keyed job whose key is busy is parked). It
-// refuses a job that JobRetryable says cannot be retried.
+// with its attempts reset (a keyed job whose key is busy is parked); a job
+// unique while queued or until done takes its unique claim back unless a
+// twin holds it. It refuses a job that JobRetryable says cannot be retried.
 func (c *Client) JobRetry(ctx context.Context, queue, id string) (*JobRow, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, fmt.Errorf("baton: job retry: %w", err)

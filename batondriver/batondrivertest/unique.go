@@ -407,6 +407,33 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		})
 	}
 
+	// An admin retry queues a dead, cancelled or dropped job again: unique
+	// while queued or until done, it takes its claim back, so a twin
+	// inserted after the retry resolves to it. A twin that took the claim
+	// while the job was dead keeps it (the retry goes ahead: it is the
+	// admin's call).
+	for _, scope := range []batondriver.UniqueScope{queued, untilDone} {
+		t.Run("RetryTakesClaimBack"+string(scope), func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			r := f.runTwin(uniqueJob(u, scope, existing))
+			f.done(r, batondriver.JobOutcomeDead, time.Time{})
+			_, err := f.retry(r.ID)
+			require.NoError(t, err)
+			row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(u, scope, existing))
+			require.Equal(t, r.ID, row.ID, "the twin resolves to the retried job")
+		})
+		t.Run("RetryLeavesTwinsClaim"+string(scope), func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			r := f.runTwin(uniqueJob(u, scope, existing))
+			f.done(r, batondriver.JobOutcomeCancel, time.Time{})
+			twin, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, scope, existing))
+			_, err := f.retry(r.ID)
+			require.NoError(t, err)
+			row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(u, scope, existing))
+			require.Equal(t, twin.ID, row.ID, "the claim stays with the twin that took it")
+		})
+	}
+
 	t.Run("AgainKeepsUniqueKey", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		a := f.insertIn(available, uniqueJob(u, untilDone, existing))

@@ -1008,11 +1008,19 @@ func (d *Driver) JobRetry(_ context.Context, p *batondriver.JobGetParams) (*bato
 	case batondriver.JobStateAvailable:
 		j.row.Attempt = 0 // it keeps its place
 	default:
+		now := time.Now()
 		q.remove(j)
 		j.row.Attempt = 0
 		j.row.FinishedAt = time.Time{}
-		if q.schedule(j, time.Time{}, time.Now()) {
+		if q.schedule(j, time.Time{}, now) {
 			q.wake(1)
+		}
+		// Queued again: unique while queued or until done, it takes its
+		// claim back, unless a twin took it meanwhile (a scheduled job
+		// holds its own).
+		if s := j.row.UniqueScope; (s == batondriver.UniqueQueued || s == batondriver.UniqueUntilDone) &&
+			q.claimOf(j.row.Unique, now) == nil {
+			q.claim(j, now)
 		}
 	}
 	return j.copyRow(), nil

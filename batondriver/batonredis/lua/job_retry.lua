@@ -11,7 +11,8 @@
 -- and completed jobs cannot be retried. The job keeps its errors; its run_at
 -- becomes now, its finished time and lease are cleared, and it is admitted
 -- (docs/concurrency.md): a keyed job whose key is busy is parked. A fetcher
--- is woken if it became available.
+-- is woken if it became available. A job unique while queued or until done
+-- takes its unique claim back if no twin holds it.
 local key, id = KEYS[FIRST_JOB_KEY], ARGV[1]
 local v = load_job(key)
 if not v then return {NOT_FOUND} end
@@ -27,6 +28,12 @@ else
   local avail = new_batch()
   local t = {'attempt', '0', 'run_at', int(now), 'finished', '', 'lease', '', 'lease_until', ''}
   admit(avail, t, id, v, now, false, false)
+  -- Queued again: unique while queued or until done, it takes its claim
+  -- back, unless a twin took it meanwhile (a scheduled job holds its own).
+  local u, scope = v[FI.ukey], v[FI.uscope]
+  if u and u ~= '' and (scope == 'queued' or scope == 'until_done') and not redis.call('HGET', U, u) then
+    claim(u, id, 0)
+  end
   update(key, v, t)
   wake(flush_available(avail))
 end
