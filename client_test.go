@@ -620,23 +620,32 @@ func (failingFinishDriver) JobFinish(context.Context, *batondriver.JobFinishPara
 	return nil, errors.New("connection refused")
 }
 
+// startedAfterOneJob starts a client on d with cfg and an emailArgs worker,
+// and returns once the worker has run one inserted job. The caller stops
+// the client.
+func startedAfterOneJob(t *testing.T, d batondriver.JobDriver, cfg *baton.Config) *baton.Client {
+	t.Helper()
+	ran := make(chan struct{}, 10)
+	cfg.Workers = baton.NewWorkers()
+	baton.AddWorker(cfg.Workers, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+		ran <- struct{}{}
+		return nil
+	}), nil)
+	c, err := baton.NewClient(d, cfg)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+	_, err = c.Insert(context.Background(), emailArgs{}, nil)
+	require.NoError(t, err)
+	<-ran
+	return c
+}
+
 // Stop does not hang when outcomes cannot be recorded: it gives up when its
 // context ends (the jobs run again when their leases expire).
 func TestStopGivesUpOnUnrecordableOutcomes(t *testing.T) {
 	t.Parallel()
-	ran := make(chan struct{}, 10)
-	w := baton.NewWorkers()
-	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		ran <- struct{}{}
-		return nil
-	}), nil)
-	c, err := baton.NewClient(failingFinishDriver{batonmem.New()}, &baton.Config{Workers: w, Logger: quiet})
-	require.NoError(t, err)
+	c := startedAfterOneJob(t, failingFinishDriver{batonmem.New()}, &baton.Config{Logger: quiet})
 	ctx := context.Background()
-	require.NoError(t, c.Start(ctx))
-	_, err = c.Insert(ctx, emailArgs{}, nil)
-	require.NoError(t, err)
-	<-ran
 	stopCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	began := time.Now()
@@ -665,23 +674,12 @@ func (d stalledFinishDriver) JobFinish(ctx context.Context, p *batondriver.JobFi
 // longer than the leases it presents last (LeaseTTL).
 func TestStopGivesUpOnStalledOutcomes(t *testing.T) {
 	t.Parallel()
-	ran := make(chan struct{}, 10)
-	w := baton.NewWorkers()
-	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
-		ran <- struct{}{}
-		return nil
-	}), nil)
 	d := stalledFinishDriver{JobDriver: batonmem.New(), release: make(chan struct{})}
 	// Two queues: no finish leases jobs (handoff), so no call has a
 	// deadline of its own.
-	c, err := baton.NewClient(d, &baton.Config{Workers: w, Logger: quiet, DisableChaining: true, LeaseTTL: time.Second,
+	c := startedAfterOneJob(t, d, &baton.Config{Logger: quiet, DisableChaining: true, LeaseTTL: time.Second,
 		Queues: []baton.QueueConfig{{Name: "default"}, {Name: "other"}}})
-	require.NoError(t, err)
 	ctx := context.Background()
-	require.NoError(t, c.Start(ctx))
-	_, err = c.Insert(ctx, emailArgs{}, nil)
-	require.NoError(t, err)
-	<-ran
 	stopped := make(chan error, 1)
 	go func() {
 		stopCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)

@@ -49,17 +49,24 @@ func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, line string, d time.Du
 	return got, err
 }
 
-func TestPartitionHoldsThenDelivers(t *testing.T) {
-	p := StartT(t, echo(t))
+// connected dials p and checks one round trip through it.
+func connected(t *testing.T, p *Proxy) (net.Conn, *bufio.Reader) {
+	t.Helper()
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
 	r := bufio.NewReader(c)
 	if got, err := roundTrip(t, c, r, "one", 5*time.Second); err != nil || got != "one" {
-		t.Fatalf("before the partition: %q, %v", got, err)
+		t.Fatalf("a round trip through the proxy: %q, %v", got, err)
 	}
+	return c, r
+}
+
+func TestPartitionHoldsThenDelivers(t *testing.T) {
+	p := StartT(t, echo(t))
+	c, r := connected(t, p)
 
 	p.Partition()
 	if got, err := roundTrip(t, c, r, "two", 200*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -93,15 +100,7 @@ func TestPartitionHoldsThenDelivers(t *testing.T) {
 
 func TestCutClosesConnections(t *testing.T) {
 	p := StartT(t, echo(t))
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	if got, err := roundTrip(t, c, r, "one", 5*time.Second); err != nil || got != "one" {
-		t.Fatalf("before the cut: %q, %v", got, err)
-	}
+	c, r := connected(t, p)
 	p.Cut()
 	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
 		t.Fatal(err)
