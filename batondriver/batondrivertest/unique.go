@@ -132,10 +132,10 @@ func (f *jobFixture) runTwin(j *batondriver.JobInsert) *batondriver.JobRow {
 }
 
 // conflicts says, per scope, which twin states an insert conflicts with.
-// A queued-scope job that was retried is left out: its claim ended when it
-// was fetched, and the notes do not say whether a retry claims again.
+// A queued-scope job gives its claim up when it starts and takes it back
+// when it is queued again (retried), unless a twin took it meanwhile.
 var conflicts = map[batondriver.UniqueScope]map[string]bool{
-	queued:    {"Scheduled": true, "Parked": true, "Available": true, "Running": false, "Completed": false, "Cancelled": false, "Dead": false, "Dropped": false},
+	queued:    {"Scheduled": true, "Parked": true, "Available": true, "Running": false, "Retried": true, "Completed": false, "Cancelled": false, "Dead": false, "Dropped": false},
 	inRunning: {"Scheduled": false, "Parked": false, "Available": false, "Running": true, "Retried": false, "Completed": false, "Cancelled": false, "Dead": false, "Dropped": false},
 	untilDone: {"Scheduled": true, "Parked": true, "Available": true, "Running": true, "Retried": true, "Completed": false, "Cancelled": false, "Dead": false, "Dropped": false},
 	inPeriod:  {"Scheduled": true, "Parked": true, "Available": true, "Running": true, "Retried": true, "Completed": true, "Cancelled": true, "Dead": true, "Dropped": true},
@@ -433,6 +433,33 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 			require.Equal(t, twin.ID, row.ID, "the claim stays with the twin that took it")
 		})
 	}
+
+	// A job unique while queued gave its claim up when it started; queued
+	// again by a snooze or by its lease taken back, it takes the claim back
+	// (a retry is in the table above), unless a twin took it meanwhile.
+	t.Run("QueuedScopeReclaimsOnSnooze", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.runTwin(uniqueJob(u, queued, existing))
+		f.done(r, batondriver.JobOutcomeSnooze, time.Now().Add(time.Hour))
+		row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(u, queued, existing))
+		require.Equal(t, r.ID, row.ID)
+	})
+	t.Run("QueuedScopeReclaimsOnRecovery", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertIn(available, uniqueJob(u, queued, existing))
+		require.Equal(t, r.ID, f.fetchOne(50*time.Millisecond).ID)
+		require.Equal(t, 1, f.recover(batondriver.JobFetchParams{LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour}).Recovered)
+		row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(u, queued, existing))
+		require.Equal(t, r.ID, row.ID)
+	})
+	t.Run("QueuedScopeSnoozeLeavesTwinsClaim", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.runTwin(uniqueJob(u, queued, existing))
+		twin, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, existing))
+		f.done(r, batondriver.JobOutcomeSnooze, time.Now().Add(time.Hour))
+		row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(u, queued, existing))
+		require.Equal(t, twin.ID, row.ID, "the claim stays with the twin that took it")
+	})
 
 	t.Run("AgainKeepsUniqueKey", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)

@@ -568,8 +568,11 @@ func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*ba
 		if j.row.Attempt >= j.row.MaxAttempts {
 			q.end(j, batondriver.JobStateDead, now)
 			q.unclaim(j)
-		} else if q.schedule(j, now.Add(p.RecoverDelay), now) {
-			made++
+		} else {
+			q.reclaim(j, now)
+			if q.schedule(j, now.Add(p.RecoverDelay), now) {
+				made++
+			}
 		}
 		res.Recovered++
 	}
@@ -859,11 +862,15 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 			if j.row.Attempt >= j.row.MaxAttempts {
 				q.end(j, batondriver.JobStateDead, now)
 				q.unclaim(j)
-			} else if q.schedule(j, f.RunAt, now) {
+				break
+			}
+			q.reclaim(j, now)
+			if q.schedule(j, f.RunAt, now) {
 				woken++
 			}
 		case batondriver.JobOutcomeSnooze:
 			j.row.Attempt--
+			q.reclaim(j, now)
 			if q.schedule(j, f.RunAt, now) {
 				woken++
 			}

@@ -110,15 +110,18 @@ if #expired > 0 then
         put(t, 'state', 'dead', 'finished', snow)
         dead[#dead + 1] = now
         dead[#dead + 1] = id
-      elseif delay > 0 then
-        put(t, 'state', 'scheduled', 'run_at', int(now + delay))
-        sched[#sched + 1] = now + delay
-        sched[#sched + 1] = id
       else
-        local j = {}
-        j[FI.prio], j[FI.key], j[FI.limit] = v[3], v[5], v[6]
-        put(t, 'run_at', snow)
-        admit(avail, t, id, j, now, false, false)
+        reclaim(v[7], v[8], id)
+        if delay > 0 then
+          put(t, 'state', 'scheduled', 'run_at', int(now + delay))
+          sched[#sched + 1] = now + delay
+          sched[#sched + 1] = id
+        else
+          local j = {}
+          j[FI.prio], j[FI.key], j[FI.limit] = v[3], v[5], v[6]
+          put(t, 'run_at', snow)
+          admit(avail, t, id, j, now, false, false)
+        end
       end
       redis.call('HSET', key, unpack(t))
     end

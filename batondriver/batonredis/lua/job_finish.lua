@@ -42,7 +42,8 @@
 --   completed: deleted, or kept in C until now + retention, finished = now;
 --   retry:     error recorded; dead if attempt >= max, else scheduled at
 --              run_at (admitted at once if run_at is not after now);
---   snooze:    the attempt is given back, no error; scheduled as retry;
+--   snooze:    the attempt is given back, no error; scheduled as retry
+--              (both take a claim unique while queued back: reclaim);
 --   again:     a new run: attempt 0, runs + 1; scheduled or admitted as
 --              retry — unless the job is unique while queued and a queued
 --              twin holds its unique key, which then is the next run: the
@@ -144,11 +145,8 @@ end
 local function give_back(key, id, v)
   local x = {}
   hand_over(id, v, x, true)
-  if v[11] == 'running' then
-    unclaim(v[10], id)
-  elseif v[11] == 'queued' and not redis.call('HGET', U, v[10]) then
-    claim(v[10], id, 0)
-  end
+  if v[11] == 'running' then unclaim(v[10], id) end
+  reclaim(v[10], v[11], id)
   local t = {'lease', '', 'lease_until', '', 'attempt', int(math.max(tonumber(v[4]) - 1, 0)), 'run_at', snow, unpack(x)}
   local k = v[8]
   if k and k ~= '' then
@@ -224,10 +222,12 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
       if attempt >= tonumber(v[5]) then
         finish(key, id, 'dead', dead, t)
       else
+        reclaim(u, scope, id)
         again(key, id, j, run_at, t)
       end
     elseif outcome == 'snooze' then
       put(t, 'attempt', int(math.max(attempt - 1, 0)))
+      reclaim(u, scope, id)
       again(key, id, j, run_at, t)
     elseif outcome == 'again' then
       local c = scope == 'queued' and redis.call('HGET', U, u)

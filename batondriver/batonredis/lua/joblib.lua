@@ -428,6 +428,13 @@ local function unclaim(u, id)
   if redis.call('HGET', U, u) == '0:' .. id then redis.call('HDEL', U, u) end
 end
 
+-- Job id, unique (key u) while queued, is queued again after it started (a
+-- retry, a snooze, a lease taken back, a give-back): it takes its claim,
+-- given up when it started, back unless a twin holds it.
+local function reclaim(u, scope, id)
+  if scope == 'queued' and u and u ~= '' and not redis.call('HGET', U, u) then claim(u, id, 0) end
+end
+
 local QUEUED = {scheduled = true, parked = true, available = true}
 
 -- The twin an insert of unique key u with scope (and period, ms) conflicts
@@ -615,11 +622,8 @@ local function unchain(id, ahead)
   redis.call('ZINCRBY', KI, -1, k)
   redis.call('ZREM', R, id)
   redis.call('ZADD', PK, tonumber(v[7]) or 0, id)
-  if v[6] == 'running' then
-    unclaim(v[5], id)
-  elseif v[6] == 'queued' and not redis.call('HGET', U, v[5]) then
-    claim(v[5], id, 0)
-  end
+  if v[6] == 'running' then unclaim(v[5], id) end
+  reclaim(v[5], v[6], id)
   redis.call('HSET', key, 'state', 'parked', 'attempt', int(math.max(tonumber(v[3]) - 1, 0)),
     'lease', '', 'lease_until', '', 'after', '')
 end
