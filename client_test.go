@@ -726,3 +726,98 @@ func TestDueJobRunsWhileWorkersBusy(t *testing.T) {
 		}
 	})
 }
+
+// waitsDriver signals when a JobWait on queue begins and when it ends.
+type waitsDriver struct {
+	batondriver.JobDriver
+	queue      string
+	began, end chan struct{}
+}
+
+func (d *waitsDriver) JobWait(ctx context.Context, p *batondriver.JobWaitParams) error {
+	if p.Queue != d.queue {
+		return d.JobDriver.JobWait(ctx, p)
+	}
+	select {
+	case d.began <- struct{}{}:
+	default:
+	}
+	err := d.JobDriver.JobWait(ctx, p)
+	select {
+	case d.end <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+// A process whose pool fills while it waits for wake-ups leaves the next
+// one to an idle process: the idle one starts a new job at once, not at its
+// next poll. Here process a works two queues with one worker: its wait on
+// the second begins first, and a job of the first fills its pool before a
+// job of the second is inserted.
+func TestFullProcessLeavesWakeUpToIdleOne(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := newJobDriver(t)
+		started := make(chan string, 4)
+		release := make(chan struct{})
+		newClient := func(name string, d batondriver.JobDriver, queues ...string) *baton.Client {
+			w := baton.NewWorkers()
+			baton.AddWorker(w, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+				started <- name
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return nil
+			}), nil)
+			var qs []baton.QueueConfig
+			for _, q := range queues {
+				qs = append(qs, baton.QueueConfig{Name: q})
+			}
+			c, err := baton.NewClient(d, &baton.Config{Workers: w, Concurrency: 1, Queues: qs, PollInterval: time.Minute, Logger: quiet})
+			require.NoError(t, err)
+			start(t, c)
+			return c
+		}
+		waits := &waitsDriver{JobDriver: d, queue: "second", began: make(chan struct{}, 1), end: make(chan struct{}, 1)}
+		a := newClient("a", waits, "first", "second")
+		await := func(ch <-chan struct{}, what string) {
+			t.Helper()
+			select {
+			case <-ch:
+			case <-time.After(5 * time.Second):
+				t.Fatal(what)
+			}
+		}
+		await(waits.began, "a does not wait on the second queue")
+		time.Sleep(50 * time.Millisecond) // its wait reaches the backend before b's
+		newClient("b", d, "second")
+
+		ctx := context.Background()
+		_, err := a.Insert(ctx, emailArgs{}, &baton.InsertOpts{Queue: "first"})
+		require.NoError(t, err)
+		select {
+		case name := <-started:
+			require.Equal(t, "a", name)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the first job did not start")
+		}
+		await(waits.end, "a's wait on the second queue goes on with its pool full")
+		if _, ok := onRedis.Load(t); ok {
+			// rueidis ends a cancelled BLPOP with a CLIENT UNBLOCK sent after
+			// JobWait returned: a token pushed before it lands still goes to
+			// a. The window is a round trip; leave it well behind.
+			time.Sleep(250 * time.Millisecond)
+		}
+		_, err = a.Insert(ctx, emailArgs{}, &baton.InsertOpts{Queue: "second"})
+		require.NoError(t, err)
+		select {
+		case name := <-started:
+			require.Equal(t, "b", name)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the idle process did not start the second job: the full one took its wake-up")
+		}
+		close(release)
+	})
+}

@@ -32,6 +32,7 @@ type runner struct {
 	free     int           // workers not running a job
 	fetching int           // of those, how many a fetch in flight asks jobs for
 	changed  chan struct{} // closed and replaced when free grows
+	full     chan struct{} // closed when free falls to 0, replaced when it grows
 	stopping bool          // Stop waits for the executions: start no more
 
 	execs    sync.WaitGroup
@@ -101,6 +102,7 @@ func (c *Client) Start(ctx context.Context) error {
 		running:  make(map[execKey]*execution),
 		free:     c.cfg.Concurrency,
 		changed:  make(chan struct{}),
+		full:     make(chan struct{}),
 		finishes: make(chan *finishItem, c.cfg.Concurrency),
 		finished: make(chan struct{}),
 		hbStop:   make(chan struct{}),
@@ -193,6 +195,14 @@ func (r *runner) slotChanged() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.changed
+}
+
+// poolFull returns a channel closed once no worker is free (at once if
+// none is now).
+func (r *runner) poolFull() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.full
 }
 
 // order returns the queues in the order to ask them this round: as
@@ -347,7 +357,9 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 
 // waker waits for inserts into queue while the pool has free workers, and
 // wakes the dispatcher. JobWait hands each insert's wake-up to one waiter
-// in the whole system, so a busy process does not take it.
+// in the whole system, so a busy process does not take it: a wait is
+// cancelled once the pool fills (a fetch for another queue, say), leaving
+// the next wake-up to the other processes.
 func (r *runner) waker(queue string) {
 	defer r.loops.Done()
 	backoff := 10 * time.Millisecond
@@ -360,10 +372,24 @@ func (r *runner) waker(queue string) {
 			}
 			continue
 		}
-		err := r.c.driver.JobWait(r.fetchCtx, &batondriver.JobWaitParams{Queue: queue, Timeout: r.cfg.PollInterval})
+		ctx, cancel := context.WithCancel(r.fetchCtx)
+		full := r.poolFull()
+		go func() {
+			select {
+			case <-full:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := r.c.driver.JobWait(ctx, &batondriver.JobWaitParams{Queue: queue, Timeout: r.cfg.PollInterval})
+		filled := ctx.Err() != nil
+		cancel()
 		if err != nil {
 			if r.fetchCtx.Err() != nil {
 				return
+			}
+			if filled {
+				continue // the pool filled: wait for a free worker again
 			}
 			select {
 			case <-time.After(backoff):
@@ -428,6 +454,13 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 		}
 		if !reserved {
 			r.free--
+			if r.free == 0 {
+				select {
+				case <-r.full:
+				default:
+					close(r.full)
+				}
+			}
 		}
 		es = append(es, r.track(queue, row, until))
 	}
@@ -577,6 +610,9 @@ func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
 // addFree counts n more workers free and wakes whoever waits for one. r.mu
 // is held.
 func (r *runner) addFree(n int) {
+	if r.free == 0 && n > 0 {
+		r.full = make(chan struct{})
+	}
 	r.free += n
 	close(r.changed)
 	r.changed = make(chan struct{})
