@@ -426,6 +426,21 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		})
 	}
 
+	// A chained job its client gives back after the outcome of the job
+	// ahead (which handed it the slot) keeps the slot as any holder does:
+	// it runs before the key's other parked jobs.
+	t.Run("GiveBackAfterAheadsOutcomeKeepsSlot", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a, b, c := f.chain(k, 10*time.Second)
+		f.complete(a)
+		f.requireKey(k, []string{b.ID}, 1, 1)
+		require.Empty(t, f.finish(time.Hour, giveBack(b)))
+		f.requireUnchained(b.ID, available)
+		f.requireKey(k, []string{b.ID}, 0, 1)
+		f.cycle(b.ID, c.ID)
+	})
+
 	t.Run("GiveBackKeepsSlotWithNothingChained", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")
