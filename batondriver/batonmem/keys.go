@@ -307,18 +307,21 @@ func (q *queueState) unchain(h *job, now time.Time) {
 func (q *queueState) unstart(j *job, now time.Time) {
 	q.unlease(j)
 	j.row.Attempt--
-	if j.row.UniqueScope == batondriver.UniqueRunning {
-		q.unclaim(j)
-	}
 	q.reclaim(j, now)
 }
 
-// reclaim gives j, unique while queued and queued again after it started
-// (a retry, a snooze, a lease taken back, a give-back), the claim it gave
-// up when it started, unless a twin holds it.
+// reclaim gives j, queued again after it started (a retry, a snooze, a
+// lease taken back, a give-back), the unique claims of a queued job: a
+// claim while running ends, and a claim while queued, given up when it
+// started, is taken back unless a twin holds it.
 func (q *queueState) reclaim(j *job, now time.Time) {
-	if j.row.UniqueScope == batondriver.UniqueQueued && q.claimOf(j.row.Unique, now) == nil {
-		q.claim(j, now)
+	switch j.row.UniqueScope {
+	case batondriver.UniqueRunning:
+		q.unclaim(j)
+	case batondriver.UniqueQueued:
+		if q.claimOf(j.row.Unique, now) == nil {
+			q.claim(j, now)
+		}
 	}
 }
 

@@ -139,25 +139,19 @@ end
 -- behind it back at the head of its key's parked jobs, and the job itself
 -- available, holding its key's slot still, unless the key is over its
 -- limit (lowered while it ran): then it gives the slot up and waits at the
--- head of the parked jobs, before the chained one, under the key's
--- "mixed" mark (see promote), since its default limit may not be the
--- key's.
+-- head of the parked jobs, before the chained one (park_first).
 local function give_back(key, id, v)
   local x = {}
   hand_over(id, v, x, true)
-  if v[11] == 'running' then unclaim(v[10], id) end
   reclaim(v[10], v[11], id)
   local t = {'lease', '', 'lease_until', '', 'attempt', int(math.max(tonumber(v[4]) - 1, 0)), 'run_at', snow, unpack(x)}
   local k = v[8]
   if k and k ~= '' then
-    local h, p, m = key_keys(k)
+    local h, _, m = key_keys(k)
     local limit = tonumber(redis.call('HGET', m, 'limit') or v[9]) or 0
     if redis.call('SCARD', h) > limit then
       redis.call('SREM', h, id)
-      redis.call('LPUSH', p, id)
-      redis.call('ZADD', PK, now, id)
-      redis.call('ZINCRBY', KI, -1, k)
-      redis.call('HSET', m, 'mixed', '1')
+      park_first(k, id, now, v[9])
       put(t, 'state', 'parked', 'parked', snow)
       redis.call('HSET', key, unpack(t))
       return

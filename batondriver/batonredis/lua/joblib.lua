@@ -428,11 +428,16 @@ local function unclaim(u, id)
   if redis.call('HGET', U, u) == '0:' .. id then redis.call('HDEL', U, u) end
 end
 
--- Job id, unique (key u) while queued, is queued again after it started (a
--- retry, a snooze, a lease taken back, a give-back): it takes its claim,
--- given up when it started, back unless a twin holds it.
+-- Job id, unique (key u) with scope, is queued again after it started (a
+-- retry, a snooze, a lease taken back, a give-back): a claim while running
+-- ends, and a claim while queued, given up when it started, is taken back
+-- unless a twin holds it.
 local function reclaim(u, scope, id)
-  if scope == 'queued' and u and u ~= '' and not redis.call('HGET', U, u) then claim(u, id, 0) end
+  if scope == 'running' then
+    unclaim(u, id)
+  elseif scope == 'queued' and u and u ~= '' and not redis.call('HGET', U, u) then
+    claim(u, id, 0)
+  end
 end
 
 local QUEUED = {scheduled = true, parked = true, available = true}
@@ -604,6 +609,18 @@ local function chain_next(batch, ahead, l, k, snow, suntil, fence)
   return nil
 end
 
+-- Put job id, of concurrency key k and default limit def, at the head of
+-- k's parked jobs, parked since ms at; the caller writes its hash. While it
+-- was out, the key may have admitted jobs of another default: then the
+-- parked jobs' defaults are mixed (see promote).
+local function park_first(k, id, at, def)
+  local _, p, m = key_keys(k)
+  redis.call('LPUSH', p, id)
+  if redis.call('HGET', m, 'def') ~= def then redis.call('HSET', m, 'mixed', '1') end
+  redis.call('ZINCRBY', KI, -1, k)
+  redis.call('ZADD', PK, at, id)
+end
+
 -- Put chained job id back at the head of its key's parked jobs if it is
 -- still chained behind job ahead, whose lease expired: parked since its
 -- parked time, its attempt not counted, its unique claims as when it was
@@ -615,14 +632,8 @@ local function unchain(id, ahead)
   local key = J .. id
   local v = redis.call('HMGET', key, 'state', 'after', 'attempt', 'key', 'ukey', 'uscope', 'parked', 'limit')
   if v[1] ~= 'running' or v[2] ~= ahead then return end
-  local k = v[4]
-  local _, p, m = key_keys(k)
-  redis.call('LPUSH', p, id)
-  if redis.call('HGET', m, 'def') ~= v[8] then redis.call('HSET', m, 'mixed', '1') end
-  redis.call('ZINCRBY', KI, -1, k)
+  park_first(v[4], id, tonumber(v[7]) or 0, v[8])
   redis.call('ZREM', R, id)
-  redis.call('ZADD', PK, tonumber(v[7]) or 0, id)
-  if v[6] == 'running' then unclaim(v[5], id) end
   reclaim(v[5], v[6], id)
   redis.call('HSET', key, 'state', 'parked', 'attempt', int(math.max(tonumber(v[3]) - 1, 0)),
     'lease', '', 'lease_until', '', 'after', '')
