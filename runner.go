@@ -29,11 +29,12 @@ type runner struct {
 	mu       sync.Mutex
 	dueAt    time.Time // earliest RunAt of a retry or snooze this process recorded
 	running  map[execKey]*execution
-	free     int           // workers not running a job
-	fetching int           // of those, how many a fetch in flight asks jobs for
-	changed  chan struct{} // closed and replaced when free grows
-	full     chan struct{} // closed when free falls to 0, replaced when it grows
-	stopping bool          // Stop waits for the executions: start no more
+	free     int             // workers not running a job
+	fetching int             // of those, how many a fetch in flight asks jobs for
+	changed  chan struct{}   // closed and replaced when free grows
+	full     context.Context // cancelled when free falls to 0, replaced when it grows
+	fullNow  context.CancelFunc
+	stopping bool // Stop waits for the executions: start no more
 
 	execs    sync.WaitGroup
 	finishes chan *finishItem
@@ -102,13 +103,13 @@ func (c *Client) Start(ctx context.Context) error {
 		running:  make(map[execKey]*execution),
 		free:     c.cfg.Concurrency,
 		changed:  make(chan struct{}),
-		full:     make(chan struct{}),
 		finishes: make(chan *finishItem, c.cfg.Concurrency),
 		finished: make(chan struct{}),
 		hbStop:   make(chan struct{}),
 		hbDone:   make(chan struct{}),
 		giveUp:   giveUp, cancelGiveUp: cancelGiveUp,
 	}
+	r.full, r.fullNow = context.WithCancel(context.Background())
 	c.runner = r
 	r.loops.Add(1 + len(c.cfg.Queues) + len(c.cfg.PeriodicJobs))
 	go r.dispatch()
@@ -197,9 +198,9 @@ func (r *runner) slotChanged() <-chan struct{} {
 	return r.changed
 }
 
-// poolFull returns a channel closed once no worker is free (at once if
+// poolFull returns a context cancelled once no worker is free (already if
 // none is now).
-func (r *runner) poolFull() <-chan struct{} {
+func (r *runner) poolFull() context.Context {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.full
@@ -373,16 +374,10 @@ func (r *runner) waker(queue string) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(r.fetchCtx)
-		full := r.poolFull()
-		go func() {
-			select {
-			case <-full:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		stop := context.AfterFunc(r.poolFull(), cancel)
 		err := r.c.driver.JobWait(ctx, &batondriver.JobWaitParams{Queue: queue, Timeout: r.cfg.PollInterval})
 		filled := ctx.Err() != nil
+		stop()
 		cancel()
 		if err != nil {
 			if r.fetchCtx.Err() != nil {
@@ -455,11 +450,7 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 		if !reserved {
 			r.free--
 			if r.free == 0 {
-				select {
-				case <-r.full:
-				default:
-					close(r.full)
-				}
+				r.fullNow()
 			}
 		}
 		es = append(es, r.track(queue, row, until))
@@ -611,7 +602,7 @@ func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
 // is held.
 func (r *runner) addFree(n int) {
 	if r.free == 0 && n > 0 {
-		r.full = make(chan struct{})
+		r.full, r.fullNow = context.WithCancel(context.Background())
 	}
 	r.free += n
 	close(r.changed)
