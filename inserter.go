@@ -34,18 +34,20 @@ type queueInserter struct {
 }
 
 type insertGroup struct {
-	jobs    []*batondriver.JobInsert
+	members []groupMember // guarded by queueInserter.mu until sent
 	turn    chan struct{} // closed when the group may be sent
 	sending bool          // turn closed (guarded by queueInserter.mu)
+	sent    bool          // the jobs are taken: no more join, none can leave
 	done    chan struct{} // closed when results and err are set
 	results []*insertResult
 	err     error
-	// Per job, guarded by queueInserter.mu until sent: its caller's
-	// deadline (zero: none), and whether its caller gave up before the
-	// group was sent (its job is then left out).
-	deadlines []time.Time
-	gone      []bool
-	sent      bool // the jobs are taken: no more join, none can leave
+}
+
+// groupMember is one caller's job in a group.
+type groupMember struct {
+	job      *batondriver.JobInsert
+	deadline time.Time // the caller's; zero: none
+	gone     bool      // the caller gave up before the group was sent: left out
 }
 
 func (c *Client) queueInserter(queue string) *queueInserter {
@@ -75,7 +77,7 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 	i := 0
 	if qi.inflight < maxInflight {
 		qi.inflight++
-		g = &insertGroup{jobs: []*batondriver.JobInsert{job}, done: make(chan struct{})}
+		g = &insertGroup{members: []groupMember{{job: job}}, done: make(chan struct{})}
 		qi.mu.Unlock()
 		c.send(ctx, qi, queue, g)
 	} else {
@@ -84,11 +86,9 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 			g = &insertGroup{turn: make(chan struct{}), done: make(chan struct{})}
 			qi.next = g
 		}
-		i = len(g.jobs)
-		g.jobs = append(g.jobs, job)
+		i = len(g.members)
 		deadline, _ := ctx.Deadline()
-		g.deadlines = append(g.deadlines, deadline)
-		g.gone = append(g.gone, false)
+		g.members = append(g.members, groupMember{job: job, deadline: deadline})
 		qi.mu.Unlock()
 		if i == 0 { // the first of a group sends it when its turn comes
 			go func() {
@@ -105,7 +105,7 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 			// it was not inserted.
 			qi.mu.Lock()
 			if !g.sent {
-				g.gone[i] = true
+				g.members[i].gone = true
 			}
 			qi.mu.Unlock()
 		}
@@ -121,7 +121,7 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 // and under its context: nobody else's job is in it (later callers form the
 // next group), so the caller's cancellation ends only its own call.
 func (c *Client) send(ctx context.Context, qi *queueInserter, queue string, g *insertGroup) {
-	g.results, g.err = c.insertBatches(ctx, queue, g.jobs)
+	g.results, g.err = c.insertBatches(ctx, queue, []*batondriver.JobInsert{g.members[0].job})
 	close(g.done)
 	c.handOn(qi)
 }
@@ -137,19 +137,19 @@ func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string,
 	qi.next = nil // later arrivals form the next group
 	g.sent = true
 	var jobs []*batondriver.JobInsert
-	var index []int // in g.jobs, of each job sent
+	var index []int // in g.members, of each job sent
 	var deadline time.Time
 	unbounded := false
-	for i, job := range g.jobs {
-		if g.gone[i] {
+	for i, m := range g.members {
+		if m.gone {
 			continue
 		}
-		jobs = append(jobs, job)
+		jobs = append(jobs, m.job)
 		index = append(index, i)
-		if g.deadlines[i].IsZero() {
+		if m.deadline.IsZero() {
 			unbounded = true
-		} else if g.deadlines[i].After(deadline) {
-			deadline = g.deadlines[i]
+		} else if m.deadline.After(deadline) {
+			deadline = m.deadline
 		}
 	}
 	qi.mu.Unlock()
@@ -162,7 +162,7 @@ func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string,
 		cancel()
 		g.err = err
 		if err == nil {
-			g.results = make([]*insertResult, len(g.jobs))
+			g.results = make([]*insertResult, len(g.members))
 			for k, i := range index {
 				g.results[i] = results[k]
 			}

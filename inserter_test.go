@@ -71,7 +71,7 @@ func waitGrouped(t *testing.T, c *Client, n int) {
 	require.Eventually(t, func() bool {
 		qi.mu.Lock()
 		defer qi.mu.Unlock()
-		return qi.next != nil && len(qi.next.jobs) == n
+		return qi.next != nil && len(qi.next.members) == n
 	}, 5*time.Second, time.Millisecond)
 }
 
