@@ -2,6 +2,7 @@ package batondriver
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -376,7 +377,7 @@ type JobFinish struct {
 	// its attempt not counted, instead of handing it this job's slot: the
 	// freed slot then promotes it first, as when this job's lease expires.
 	Unchain bool
-	// GiveBack, with a Snooze whose RunAt is not after now, returns a job
+	// GiveBack, with a Snooze and a zero RunAt (now), returns a job
 	// the caller will not run to its end (it is stopping) to its place, as
 	// if it had not been leased: its attempt not counted, its unique claim
 	// as while queued, a job chained behind it back at the head of its
@@ -386,6 +387,15 @@ type JobFinish struct {
 	// stop and a restart keep each key's order. A plain Snooze admits the
 	// job again behind its key's parked jobs.
 	GiveBack bool
+}
+
+// CheckGiveBack reports an ErrBadParams error for an outcome that sets
+// GiveBack but is not a Snooze with a zero RunAt. Drivers call it.
+func CheckGiveBack(f *JobFinish) error {
+	if f.GiveBack && (f.Outcome != JobOutcomeSnooze || !f.RunAt.IsZero()) {
+		return fmt.Errorf("%w: GiveBack takes a Snooze with a zero RunAt, not %s at %v", ErrBadParams, f.Outcome, f.RunAt)
+	}
+	return nil
 }
 
 // JobFinishResult is the result of JobFinish.

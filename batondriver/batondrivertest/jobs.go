@@ -1401,6 +1401,14 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 			{JobLease: batondriver.JobLease{ID: unknownID, Lease: "x"}, Outcome: "maybe"},
 		}})
 		bad("finish: unknown outcome", err)
+		for name, f0 := range map[string]*batondriver.JobFinish{
+			"finish: GiveBack of a completed job": {Outcome: batondriver.JobOutcomeCompleted, GiveBack: true},
+			"finish: GiveBack with a RunAt":       {Outcome: batondriver.JobOutcomeSnooze, RunAt: time.Now(), GiveBack: true},
+		} {
+			f0.JobLease = batondriver.JobLease{ID: unknownID, Lease: "x"}
+			_, err = f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Finished: []*batondriver.JobFinish{f0}})
+			bad(name, err)
+		}
 
 		for name, p := range map[string]batondriver.JobListParams{
 			"list: empty queue":     {State: batondriver.JobStateAvailable},

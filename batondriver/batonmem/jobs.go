@@ -809,6 +809,9 @@ func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*
 		default:
 			return nil, badParams("outcome #%d: unknown outcome %q", i, f.Outcome)
 		}
+		if err := batondriver.CheckGiveBack(f); err != nil {
+			return nil, fmt.Errorf("outcome #%d: %w", i, err)
+		}
 	}
 	s := &d.jobs
 	s.mu.Lock()

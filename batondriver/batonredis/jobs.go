@@ -450,6 +450,9 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		default:
 			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: unknown outcome %q", batondriver.ErrBadParams, f.Outcome))
 		}
+		if err := batondriver.CheckGiveBack(f); err != nil {
+			return nil, jobErr(op, p.Queue, fmt.Errorf("outcome #%d: %w", i, err))
+		}
 		ids[i] = f.ID
 		how := flag(f.Unchain)
 		if f.GiveBack {
