@@ -324,12 +324,7 @@ func TestChainedJobUnchainedAtStop(t *testing.T) {
 		require.Eventually(t, func() bool { return d.chained.Load() == 1 }, 5*time.Second, time.Millisecond,
 			"the second job is chained behind the first")
 
-		stopped := make(chan error, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			stopped <- c.Stop(ctx)
-		}()
+		stopped := stopAsync(c, 5*time.Second)
 		time.Sleep(50 * time.Millisecond) // Stop waits for the running job
 		close(release)
 		require.NoError(t, <-stopped)

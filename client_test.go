@@ -109,6 +109,18 @@ func start(t *testing.T, c *baton.Client) {
 	})
 }
 
+// stopAsync stops c in a goroutine with a context of timeout; Stop's
+// result arrives on the channel.
+func stopAsync(c *baton.Client, timeout time.Duration) <-chan error {
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		stopped <- c.Stop(ctx)
+	}()
+	return stopped
+}
+
 // waitState waits until the job reaches state.
 func waitState(t *testing.T, c *baton.Client, queue, id string, state baton.JobState) *baton.JobRow {
 	t.Helper()
@@ -679,13 +691,7 @@ func TestStopGivesUpOnStalledOutcomes(t *testing.T) {
 	// deadline of its own.
 	c := startedAfterOneJob(t, d, &baton.Config{Logger: quiet, DisableChaining: true, LeaseTTL: time.Second,
 		Queues: []baton.QueueConfig{{Name: "default"}, {Name: "other"}}})
-	ctx := context.Background()
-	stopped := make(chan error, 1)
-	go func() {
-		stopCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		defer cancel()
-		stopped <- c.Stop(stopCtx)
-	}()
+	stopped := stopAsync(c, 300*time.Millisecond)
 	select {
 	case err := <-stopped:
 		require.ErrorIs(t, err, context.DeadlineExceeded)

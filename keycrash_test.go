@@ -105,19 +105,27 @@ func runKeyedCrashWorker() int {
 // queues rather than one.
 func twoQueues(pid int) bool { return pid%2 == 1 }
 
+// keyedCrashClient is crashClient with the limits of keyedCrashKeys stored
+// (the workers' default limit is 1).
+func keyedCrashClient(t *testing.T, srv *redistest.Server) (*baton.Client, string) {
+	t.Helper()
+	c, prefix := crashClient(t, srv)
+	for k, limit := range keyedCrashKeys {
+		if limit != 1 {
+			_, err := c.SetLimit(t.Context(), "default", k, limit)
+			require.NoError(t, err)
+		}
+	}
+	return c, prefix
+}
+
 func TestCrashKeyedWorkersKeepLimits(t *testing.T) {
 	t.Parallel()
 	jobs, duration := crashJobs(t, 1500)
 	srv := redistest.StartT(t, nil)
 	logPath := filepath.Join(t.TempDir(), "executions.log")
-	c, prefix := crashClient(t, srv)
+	c, prefix := keyedCrashClient(t, srv)
 	ctx := context.Background()
-	for k, limit := range keyedCrashKeys {
-		if limit != 1 {
-			_, err := c.SetLimit(ctx, "default", k, limit)
-			require.NoError(t, err)
-		}
-	}
 	var batch []*baton.InsertManyParams
 	for i := range jobs {
 		batch = append(batch, &baton.InsertManyParams{

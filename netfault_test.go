@@ -40,14 +40,8 @@ func TestNetworkFaultsKeepLimits(t *testing.T) {
 		jobs = n
 	}
 	srv := redistest.StartT(t, nil)
-	admin, prefix := crashClient(t, srv)
+	admin, prefix := keyedCrashClient(t, srv)
 	ctx := context.Background()
-	for k, limit := range keyedCrashKeys {
-		if limit != 1 {
-			_, err := admin.SetLimit(ctx, "default", k, limit)
-			require.NoError(t, err)
-		}
-	}
 	byKey := &baton.ConcurrencyOpts{Key: baton.KeyOf(func(a keyedCrashArgs) string { return a.Key }), Limit: 1}
 
 	var (

@@ -182,12 +182,7 @@ func TestScheduleThatNeverFires(t *testing.T) {
 	case <-time.After(5 * time.Second):
 	}
 	require.Zero(t, fired.Load(), "a schedule that matches no date fired")
-	stopped := make(chan error, 1)
-	go func() {
-		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		stopped <- c.Stop(stopCtx)
-	}()
+	stopped := stopAsync(c, 5*time.Second)
 	select {
 	case err := <-stopped:
 		require.NoError(t, err)
