@@ -1,7 +1,9 @@
 // Package faultproxy is a TCP proxy on a loopback port for fault tests. It
 // forwards every connection it accepts to one target, and on request holds
-// all traffic, as a network partition does, or cuts every connection, as a
-// reset or a crashed middlebox does.
+// all traffic, as a network partition does, cuts every connection, as a
+// reset or a crashed middlebox does, or cuts a connection as the reply to
+// a given request arrives, so that the target acted on a request whose
+// reply is lost.
 //
 // A partition holds bytes rather than dropping them: TCP retransmits through
 // a short partition, so what a client sent during it reaches the server,
@@ -11,8 +13,10 @@
 package faultproxy
 
 import (
+	"bytes"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -25,6 +29,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	healed *sync.Cond // broadcast when held turns false or the proxy closes
 	held   bool
+	marker []byte // LoseReplyTo's, while armed
 	closed bool
 	links  map[*link]struct{}
 	wg     sync.WaitGroup
@@ -33,6 +38,7 @@ type Proxy struct {
 // link is one proxied connection: the client's side and the target's.
 type link struct {
 	client, server net.Conn
+	lose           atomic.Bool // cut it as the next reply arrives
 }
 
 func (l *link) close() {
@@ -97,6 +103,31 @@ func (p *Proxy) Cut() {
 		delete(p.links, l)
 	}
 	p.mu.Unlock()
+}
+
+// LoseReplyTo arms the proxy to lose one reply: the next request, on any
+// connection, whose bytes contain marker goes on to the target, and the
+// first reply that arrives on that connection after it is dropped and the
+// connection cut, both sides. The target has by then acted on the request;
+// the client sees its connection close instead of the reply. (A chunk read
+// from the client is matched whole, so marker should be short; requests
+// pipelined on that connection meanwhile lose their replies too.)
+func (p *Proxy) LoseReplyTo(marker string) {
+	p.mu.Lock()
+	p.marker = []byte(marker)
+	p.mu.Unlock()
+}
+
+// marked reports whether the request chunk b carries the armed marker,
+// and disarms it if so.
+func (p *Proxy) marked(b []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.marker == nil || !bytes.Contains(b, p.marker) {
+		return false
+	}
+	p.marker = nil
+	return true
 }
 
 // Close stops accepting, closes every connection and waits for the proxy's
@@ -173,21 +204,29 @@ func (p *Proxy) serve(l *link) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { p.copy(s, l.client); done <- struct{}{} }()
-	go func() { p.copy(l.client, s); done <- struct{}{} }()
+	go func() { p.copy(s, l.client, l, false); done <- struct{}{} }()
+	go func() { p.copy(l.client, s, l, true); done <- struct{}{} }()
 	<-done
 	l.close() // either side ending ends the link; the other copy ends too
 	<-done
 }
 
-// copy forwards src to dst, each chunk only when traffic passes.
-func (p *Proxy) copy(dst, src net.Conn) {
+// copy forwards src to dst, each chunk only when traffic passes: l's
+// replies if reply is set, else its requests, marked as LoseReplyTo says.
+func (p *Proxy) copy(dst, src net.Conn, l *link, reply bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if !p.pass() {
 				return
+			}
+			if reply && l.lose.Load() {
+				l.close()
+				return
+			}
+			if !reply && p.marked(buf[:n]) {
+				l.lose.Store(true)
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

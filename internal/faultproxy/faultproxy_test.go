@@ -121,3 +121,54 @@ func TestCutClosesConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLoseReplyCutsAfterTheTargetActed: the marked request reaches the
+// target, its reply does not reach the client, and the connection closes;
+// the next reply, on a new connection, is delivered.
+func TestLoseReplyCutsAfterTheTargetActed(t *testing.T) {
+	lines := make(chan string, 4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					lines <- line
+					if _, err := c.Write([]byte(line)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	p := StartT(t, ln.Addr().String())
+	c, r := connected(t, p)
+	<-lines
+
+	p.LoseReplyTo("wo")
+	if got, err := roundTrip(t, c, r, "two", 5*time.Second); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("with the reply lost: got %q, %v; want the connection closed", got, err)
+	}
+	select {
+	case got := <-lines:
+		if got != "two\n" {
+			t.Fatalf("the target read %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the target never read the request whose reply was lost")
+	}
+	connected(t, p) // one reply lost only
+}
