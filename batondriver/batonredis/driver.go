@@ -77,6 +77,7 @@ type Driver struct {
 
 	queuesSeen sync.Map     // queue names this instance added to the set of queues
 	clocks     serverClocks // each queue's server clock, for fetch deadlines (serverclock.go)
+	leases     leaseRecords // record keys and lost leasing calls (leaserecords.go)
 	locksSeen  recentKeys   // lock keys this instance added to the index lately (lockindex.go)
 	noIndex    bool         // Config.NoLockIndex
 	prune      indexPruner

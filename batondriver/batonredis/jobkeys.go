@@ -27,6 +27,7 @@ import (
 //	P:queue:{Q}:key:K:h            set: holders of concurrency key K (available and running job IDs)
 //	P:queue:{Q}:key:K:p            list: parked job IDs of K, head first
 //	P:queue:{Q}:key:K:m            hash: def (default limit), limit (override), mixed (deleted when K goes idle)
+//	P:queue:{Q}:lease:NAME:N       string: a leasing call's record (leaserecords.go)
 //	P:queue:{Q}:schedules          hash: registered recurring schedule name -> JSON record (schedules.go)
 //	P:queues                       set: every queue name ever inserted into (kept forever)
 //

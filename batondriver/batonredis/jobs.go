@@ -305,15 +305,25 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		recovered = res.Recovered
 		waits = d.clocks.deadline(ctx, p.Queue)
 	}
+	qk := d.queueKeys(p.Queue)
+	call := d.leases.begin(qk.base, p.Queue, p.Max > 0)
+	nonce, settle := call.args()
 	args := []string{itoa(p.Max), ms(p.LeaseTTL), ms(p.RecoverDelay), newLeases(p.Max), ms(p.DeadRetention), ms(p.DroppedRetention),
-		flag(p.Chain), strconv.FormatInt(waits, 10)}
+		flag(p.Chain), strconv.FormatInt(waits, 10), nonce, settle}
 	sent := time.Now()
-	arr, err := d.scripts.jobFetch.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, args).ToArray()
+	arr, err := d.scripts.jobFetch.Exec(ctx, d.client, call.keys(qk.keys), args).ToArray()
+	if err == nil && (len(arr) < 6 || len(arr)%2 != 0) {
+		err = fmt.Errorf("unexpected reply of %d elements", len(arr))
+	}
+	var unsettled []int64
+	if err == nil {
+		unsettled, err = arr[5].AsIntSlice()
+	}
+	// Whatever this call leased, its caller runs only if it returns no
+	// error; else the jobs are given back by a later call.
+	defer func() { d.leases.end(call, err, unsettled, waits, p.LeaseTTL) }()
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
-	}
-	if len(arr) < 5 || len(arr)%2 != 1 {
-		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
 	}
 	if now, err := arr[0].AsInt64(); err == nil {
 		// Refused as late: the script's own test, on the same two numbers.
@@ -327,7 +337,7 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 	if next, err := arr[3].AsInt64(); err == nil {
 		res.NextRunAt = time.UnixMilli(next)
 	}
-	if res.Jobs, err = rows(p.Queue, arr[5:]); err != nil {
+	if res.Jobs, err = rows(p.Queue, arr[6:]); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
 	return res, nil
@@ -438,8 +448,9 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 	if p.Fetch != nil || p.Chain {
 		waits = d.clocks.deadline(ctx, p.Queue)
 	}
-	args := make([]string, 0, 6+6*len(p.Finished))
-	args = append(args, ms(p.Retention), itoa(fetchMax), ms(fetchTTL), leases, flag(p.Chain), strconv.FormatInt(waits, 10))
+	qk := d.queueKeys(p.Queue)
+	outcomes := make([]string, 0, 6*len(p.Finished))
+	jobKeys := make([]string, len(p.Finished))
 	for i, f := range p.Finished {
 		if f == nil || f.ID == "" || f.Lease == "" {
 			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: outcome #%d: nil, or empty ID or lease", batondriver.ErrBadParams, i))
@@ -458,31 +469,54 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		if f.GiveBack {
 			how = "2"
 		}
-		args = append(args, f.ID, f.Lease, string(f.Outcome), f.Error, strconv.FormatInt(runAtMS(f.RunAt), 10), how)
+		outcomes = append(outcomes, f.ID, f.Lease, string(f.Outcome), f.Error, strconv.FormatInt(runAtMS(f.RunAt), 10), how)
+		jobKeys[i] = qk.job(f.ID)
 	}
-	arr, err := d.scripts.jobFinish.Exec(ctx, d.client, d.queueKeys(p.Queue).withJobs(ids...), args).ToArray()
+	call := d.leases.begin(qk.base, p.Queue, p.Fetch != nil || p.Chain)
+	nonce, settle := call.args()
+	args := append([]string{ms(p.Retention), itoa(fetchMax), ms(fetchTTL), leases, flag(p.Chain),
+		strconv.FormatInt(waits, 10), nonce, settle}, outcomes...)
+	arr, err := d.scripts.jobFinish.Exec(ctx, d.client, call.keys(qk.keys, jobKeys...), args).ToArray()
+	var res *batondriver.JobFinishResult
+	var unsettled []int64
+	if err == nil {
+		res, unsettled, err = finishResult(p.Queue, ids, arr)
+	}
+	// As for JobFetch: jobs leased here are given back later if this call
+	// returns an error.
+	d.leases.end(call, err, unsettled, waits, fetchTTL)
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
+	return res, nil
+}
+
+// finishResult converts job_finish.lua's reply for the outcomes of ids,
+// and returns the indexes of the lost calls it left unsettled.
+func finishResult(queue string, ids []string, arr []rueidis.RedisMessage) (*batondriver.JobFinishResult, []int64, error) {
 	nStale := int64(-1)
 	if len(arr) > 0 {
 		nStale, _ = arr[0].AsInt64()
 	}
-	if nStale < 0 || int(nStale) > len(arr)-1 || (len(arr)-1-int(nStale))%2 != 0 {
-		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
+	if nStale < 0 || int(nStale) > len(arr)-2 || (len(arr)-2-int(nStale))%2 != 0 {
+		return nil, nil, fmt.Errorf("unexpected reply of %d elements", len(arr))
 	}
 	res := &batondriver.JobFinishResult{}
 	for _, m := range arr[1 : 1+nStale] {
 		i, err := m.AsInt64()
 		if err != nil || i < 1 || int(i) > len(ids) {
-			return nil, jobErr(op, p.Queue, fmt.Errorf("bad stale index in reply"))
+			return nil, nil, fmt.Errorf("bad stale index in reply")
 		}
 		res.Stale = append(res.Stale, ids[i-1])
 	}
-	if res.Jobs, err = rows(p.Queue, arr[1+nStale:]); err != nil {
-		return nil, jobErr(op, p.Queue, err)
+	unsettled, err := arr[1+nStale].AsIntSlice()
+	if err != nil {
+		return nil, nil, err
 	}
-	return res, nil
+	if res.Jobs, err = rows(queue, arr[2+nStale:]); err != nil {
+		return nil, nil, err
+	}
+	return res, unsettled, nil
 }
 
 // JobGet implements batondriver.JobDriver with one HMGET.

@@ -20,12 +20,19 @@
 --         the reply, "0" if it waits for ever: a call run later (it waited
 --         behind a stalled server) leases nothing, since nobody would run
 --         what it leased
+-- ARGV[9] the nonce of this call's record (see settle in joblib.lua), ""
+--         for none; with a nonce, KEYS[16] is the record's key
+-- ARGV[10] the caller's lost calls to settle first, "nonce:waits ..." (see
+--         settle), their record keys in KEYS after the record's key
 --
 -- Returns {server ms, paused (0|1), recovered count, earliest scheduled
 -- run_at or false, more (1 if n jobs were leased and more are available,
--- else 0), then per leased job its ID and the array of its fields (F in
--- joblib.lua)}, jobs in fetch order: priority, then arrival.
+-- else 0), the indexes of the lost calls left unsettled (an array), then per
+-- leased job its ID and the array of its fields (F in joblib.lua)}, jobs in
+-- fetch order: priority, then arrival.
 --
+-- The lost calls are settled first: the jobs they leased, given back, may
+-- be leased again here, their attempts not counted twice.
 -- Each step handles at most BATCH jobs, so a fetch costs a bounded time:
 --  1. scheduled jobs whose run_at has come are admitted (a keyed job may be
 --     parked, or by its on-busy policy dropped or rescheduled);
@@ -50,6 +57,9 @@ local waits = tonumber(ARGV[8])
 if waits > 0 and now > waits then max = 0 end
 local snow = int(now)
 local avail = new_batch()
+local rec
+if ARGV[9] ~= '' then rec = {KEYS[FIRST_JOB_KEY], ARGV[9]} end
+local unsettled = settle(avail, now, KEYS, FIRST_JOB_KEY + (rec and 1 or 0), ARGV[10])
 
 -- 1. Due scheduled jobs, in run_at order. They keep their run_at: when they
 -- became due. The head of S is looked at first: usually nothing is due, and
@@ -169,11 +179,11 @@ end
 local mv = redis.call('HMGET', M, 'paused', 'fence')
 if mv[1] == '1' then
   flush_available(avail)
-  return {now, 1, #expired, next_run_at, 0}
+  return {now, 1, #expired, next_run_at, 0, unsettled}
 end
 
-local out = {now, 0, #expired, next_run_at, 0}
-local n, left, made = lease(out, max, ttl, ARGV[4], now, tonumber(mv[2]) or 0, avail, ARGV[7] == '1', {})
+local out = {now, 0, #expired, next_run_at, 0, unsettled}
+local n, left, made = lease(out, max, ttl, ARGV[4], now, tonumber(mv[2]) or 0, avail, ARGV[7] == '1', {}, rec)
 if n < max then
   redis.call('DEL', W)
 else

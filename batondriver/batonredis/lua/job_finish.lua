@@ -1,6 +1,7 @@
 -- job_finish.lua: record the outcomes of leased attempts.
 --
--- KEYS: the queue keys (see joblib.lua), then KEYS[16..15+n] the jobs' keys.
+-- KEYS: the queue keys (see joblib.lua), then the record's key if ARGV[7]
+-- names one, the lost calls' record keys (ARGV[8]), then the n jobs' keys.
 -- This script builds concurrency keys' keys from K: the concurrency keys
 -- are stored in the jobs, and it may lease jobs popped from A (see the
 -- exception in joblib.lua).
@@ -13,13 +14,16 @@
 -- ARGV[6] the last server time in ms at which the caller still waits for
 --         the reply, "0" if it waits for ever: past it, the outcomes are
 --         recorded but no job is leased or chained (see job_fetch.lua)
--- ARGV[6i+1..6i+6] for the i-th job: ID, lease, outcome (completed, retry,
+-- ARGV[7] the nonce of this call's record, ARGV[8] the lost calls to
+--         settle first, as for job_fetch.lua
+-- ARGV[6i+3..6i+8] for the i-th job: ID, lease, outcome (completed, retry,
 --   snooze, cancel, dead, again), error, run_at in ms for retry, snooze and
 --   again ("0": now), "1" to unchain the job chained behind it, "2" to give
 --   the job back (a snooze until now or earlier: see give_back), else "0"
 --
--- Returns {the number of stale outcomes, their 1-based indexes, then per
--- job leased its ID and fields (F in joblib.lua)}. A stale outcome's job
+-- Returns {the number of stale outcomes, their 1-based indexes, the
+-- indexes of the lost calls left unsettled (an array), then per job leased
+-- its ID and fields (F in joblib.lua)}. A stale outcome's job
 -- was not running with that lease, or its lease_until had come: it changes
 -- nothing.
 --
@@ -58,6 +62,11 @@ local snow = int(now)
 local stale, ended, gone = {}, {}, {}
 local completed, sched, dead, cancelled = {}, {}, {}, {}
 local avail = new_batch()
+local rec
+if ARGV[7] ~= '' then rec = {KEYS[FIRST_JOB_KEY], ARGV[7]} end
+local first = FIRST_JOB_KEY + (rec and 1 or 0)
+local unsettled, calls = settle(avail, now, KEYS, first, ARGV[8])
+first = first + calls
 
 -- End job id at key in a terminal state, listed in set, with the fields
 -- in t besides.
@@ -133,41 +142,11 @@ local function hand_over(id, v, x, back)
   return true
 end
 
--- Give job id at key, whose fields (read below) are in v, back to its
--- place as if it had not been leased (batondriver.JobFinish.GiveBack): its
--- attempt not counted, its unique claim as while queued, the job chained
--- behind it back at the head of its key's parked jobs, and the job itself
--- available, holding its key's slot still, unless the key is over its
--- limit (lowered while it ran): then it gives the slot up and waits at the
--- head of the parked jobs, before the chained one (park_first).
-local function give_back(key, id, v)
-  local x = {}
-  hand_over(id, v, x, true)
-  reclaim(v[10], v[11], id)
-  local t = {'lease', '', 'lease_until', '', 'attempt', int(math.max(tonumber(v[4]) - 1, 0)), 'run_at', snow, unpack(x)}
-  local k = v[8]
-  if k and k ~= '' then
-    local h, _, m = key_keys(k)
-    local limit = tonumber(redis.call('HGET', m, 'limit') or v[9]) or 0
-    if redis.call('SCARD', h) > limit then
-      redis.call('SREM', h, id)
-      park_first(k, id, now, v[9])
-      put(t, 'state', 'parked', 'parked', snow)
-      redis.call('HSET', key, unpack(t))
-      return
-    end
-  end
-  put(t, 'state', 'available')
-  make_available(avail, id, v[6])
-  redis.call('HSET', key, unpack(t))
-end
-
-for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
-  local key = KEYS[FIRST_JOB_KEY + i - 1]
-  local a = 6 * i + 1
+for i = 1, #KEYS - first + 1 do
+  local key = KEYS[first + i - 1]
+  local a = 6 * i + 3
   local id, held, outcome, msg, run_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4])
-  local v = redis.call('HMGET', key, 'state', 'lease', 'lease_until', 'attempt', 'max', 'prio', 'errors',
-    'key', 'limit', 'ukey', 'uscope', 'runs', 'next', 'after')
+  local v = redis.call('HMGET', key, unpack(OUTCOME_FIELDS))
   -- A chained job handed a slot earlier in this call holds it now, though
   -- its after still names the job ahead (lease clears it at the end).
   local took_over = handed_at[id] ~= nil
@@ -188,7 +167,9 @@ for i = 1, #KEYS - FIRST_JOB_KEY + 1 do
     unchain(id, v[14])
   elseif outcome == 'snooze' and run_at <= now and ARGV[a + 5] == '2' then
     record(id)
-    give_back(key, id, v)
+    local x = {}
+    hand_over(id, v, x, true)
+    give_back(avail, key, id, v, now, x)
   elseif outcome == 'completed' and (v[8] or '') == '' and (v[10] or '') == '' then
     -- Completed with neither concurrency key nor unique key (most
     -- outcomes): no slot to free, no claim to release.
@@ -253,6 +234,7 @@ zadd(D, dead)
 zadd(X, cancelled)
 local out = {#stale}
 for i = 1, #stale do out[#out + 1] = stale[i] end
+out[#out + 1] = unsettled
 local still = {}
 for _, hd in ipairs(handed) do
   if hd then still[#still + 1] = hd end
@@ -268,6 +250,6 @@ if max == 0 and #handed == 0 then
   wake(flush_available(avail))
   return out
 end
-local n, left, made = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, tonumber(mv[2]) or 0, avail, chain, handed)
+local n, left, made = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, tonumber(mv[2]) or 0, avail, chain, handed, rec)
 if n == max and made > 0 then wake(math.min(made, left)) end
 return out

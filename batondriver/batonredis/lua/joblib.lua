@@ -639,6 +639,110 @@ local function unchain(id, ahead)
     'lease', '', 'lease_until', '', 'after', '')
 end
 
+-- The fields of a job an outcome reads (job_finish.lua, take_back), in
+-- this order: v[1] state, v[2] lease, v[3] lease_until, v[4] attempt, v[5]
+-- max, v[6] prio, v[7] errors, v[8] key, v[9] limit, v[10] ukey, v[11]
+-- uscope, v[12] runs, v[13] next, v[14] after.
+local OUTCOME_FIELDS = {'state', 'lease', 'lease_until', 'attempt', 'max', 'prio', 'errors',
+  'key', 'limit', 'ukey', 'uscope', 'runs', 'next', 'after'}
+
+-- Give running job id at key, whose fields are in v (OUTCOME_FIELDS), back
+-- to its place as if it had not been leased (batondriver.JobFinish.GiveBack):
+-- its attempt not counted, its unique claim as while queued, and the job
+-- itself available (added to batch), holding its key's slot still, unless
+-- the key is over its limit (lowered while it ran): then it gives the slot
+-- up and waits at the head of the parked jobs (park_first). x holds more
+-- fields to write. The caller first puts the job chained behind it, if
+-- any, back at the head of the parked jobs (unchain), so that this job
+-- goes before it; and takes the job out of R.
+local function give_back(batch, key, id, v, now, x)
+  local snow = int(now)
+  reclaim(v[10], v[11], id)
+  local t = {'lease', '', 'lease_until', '', 'attempt', int(math.max(tonumber(v[4]) - 1, 0)), 'run_at', snow, unpack(x)}
+  local k = v[8]
+  if k and k ~= '' then
+    local h, _, m = key_keys(k)
+    local limit = tonumber(redis.call('HGET', m, 'limit') or v[9]) or 0
+    if redis.call('SCARD', h) > limit then
+      redis.call('SREM', h, id)
+      park_first(k, id, now, v[9])
+      put(t, 'state', 'parked', 'parked', snow)
+      redis.call('HSET', key, unpack(t))
+      return
+    end
+  end
+  put(t, 'state', 'available')
+  make_available(batch, id, v[6])
+  redis.call('HSET', key, unpack(t))
+end
+
+-- Leasing calls whose replies were lost. A call that leases (a fetch, or
+-- a finish that fetches or chains) may run while its reply never reaches
+-- the caller: the connection was cut after the command went out, or the
+-- caller gave up as the reply travelled. Its jobs would run nowhere until
+-- their leases expired, an attempt counted for each. So such a call records
+-- what it leased, and a later call of the same process gives those jobs
+-- back (settle), their attempts not counted.
+--
+-- A record is a string key of the caller's naming, passed in KEYS with a
+-- nonce in ARGV: "nonce id lease id lease ...", each job leased or chained
+-- with its lease, written (SET, PX the lease TTL) only if the call leased
+-- or chained any. The caller reuses its record keys once it has the reply
+-- of the call that used one, and tells calls apart by their nonces: a
+-- record with another call's nonce is not that call's.
+
+-- Write the record of this call: jobs, a list {id, lease, ...}, under key
+-- rec with nonce, for ttl ms (the jobs' leases last no longer). Nothing if
+-- jobs is empty.
+local function write_record(rec, nonce, jobs, ttl)
+  if #jobs == 0 then return end
+  redis.call('SET', rec, nonce .. ' ' .. table.concat(jobs, ' '), 'PX', math.max(ttl, 1))
+end
+
+-- Take job id back from a call whose reply was lost, if it still runs
+-- under lease l: a job still chained behind the job ahead goes back to the
+-- head of its key's parked jobs (unchain); any other is given back
+-- (give_back), the job chained behind it unchained first.
+local function take_back(batch, id, l, now)
+  local key = J .. id
+  local v = redis.call('HMGET', key, unpack(OUTCOME_FIELDS))
+  if v[1] ~= 'running' or v[2] ~= l then return end
+  if v[14] and v[14] ~= '' then
+    unchain(id, v[14])
+    return
+  end
+  redis.call('ZREM', R, id)
+  local x = {}
+  if v[13] and v[13] ~= '' then
+    unchain(v[13], id)
+    put(x, 'next', '')
+  end
+  give_back(batch, key, id, v, now, x)
+end
+
+-- Settle the caller's lost calls: spec lists "nonce:waits" per call, their
+-- record keys at keys[first] onwards (keys: the call's KEYS), where waits is the call's last
+-- server ms to lease ("0": none). A call whose record is found has its jobs
+-- taken back (take_back; found again, it takes back nothing more). A call
+-- with no record leased nothing, or has not run yet: once past its waits it
+-- never will. Returns the 1-based indexes of the calls that may still run,
+-- for the caller to settle later, and the number of calls in spec.
+local function settle(batch, now, keys, first, spec)
+  local unsettled, i = {}, 0
+  for nonce, w in string.gmatch(spec, '(%w+):(%d+)') do
+    local rec = redis.call('GET', keys[first + i])
+    i = i + 1
+    if rec and string.sub(rec, 1, #nonce + 1) == nonce .. ' ' then
+      for id, l in string.gmatch(string.sub(rec, #nonce + 2), '(%S+) (%S+)') do
+        take_back(batch, id, l, now)
+      end
+    elseif tonumber(w) == 0 or now <= tonumber(w) then
+      unsettled[#unsettled + 1] = i
+    end
+  end
+  return unsettled, i
+end
+
 -- Lease up to max available jobs, in fetch order (priority, then arrival),
 -- to the caller: each gets the next LEASE_LEN characters of leases as its
 -- lease, lasting ttl ms from now, its attempt counted, and, if keyed, the
@@ -661,6 +765,10 @@ end
 -- Returns how many jobs were taken; if that is max, how many are left
 -- available (else 0); and how many of the batch were flushed to A.
 --
+-- rec, if not nil, is {key, nonce}: the jobs leased and chained here are
+-- recorded there (write_record) for the caller to take back should the
+-- reply be lost.
+--
 -- Fencing tokens are the queue's, not each key's, so that an idle key
 -- keeps nothing: each is one more than the queue's last (last, M's fence,
 -- which the caller reads with the paused flag; 0 if none) and at
@@ -669,7 +777,7 @@ end
 -- provided the server clock did not go back and the queue leased fewer than
 -- 1024 keyed jobs a millisecond. Strictly rising per queue, they rise per
 -- key. (Exact in a Lua number, a double, until the year 2248.)
-local function lease(out, max, ttl, leases, now, last, batch, chain, handed)
+local function lease(out, max, ttl, leases, now, last, batch, chain, handed, rec)
   local popped = {}
   if max > 0 then popped = redis.call('ZPOPMIN', A, max) end
   local np, nb = #popped / 2, #batch / 2
@@ -715,6 +823,7 @@ local function lease(out, max, ttl, leases, now, last, batch, chain, handed)
   chain = chain and left == 0
 
   local running, chained, unparked = {}, {}, {unparked = {}}
+  local leased, leased_until = {}, now -- id, lease, ...: the record, and its jobs' last lease_until
   local fence = math.max(last, now * 1024 - 1)
   local fenced = false
   local snow = int(now)
@@ -735,6 +844,9 @@ local function lease(out, max, ttl, leases, now, last, batch, chain, handed)
     running[#running + 1] = c
     chained[#chained + 1] = c
     chained[#chained + 1] = cv
+    leased[#leased + 1] = c
+    leased[#leased + 1] = cv[FI.lease]
+    leased_until = math.max(leased_until, u)
     return {'next', c}
   end
   for _, hd in ipairs(handed) do
@@ -761,6 +873,9 @@ local function lease(out, max, ttl, leases, now, last, batch, chain, handed)
       end
       running[#running + 1] = until_
       running[#running + 1] = id
+      leased[#leased + 1] = id
+      leased[#leased + 1] = l
+      leased_until = math.max(leased_until, until_)
       push_job(out, id, v)
     end
   end
@@ -768,5 +883,6 @@ local function lease(out, max, ttl, leases, now, last, batch, chain, handed)
   zadd(R, running)
   if #unparked.unparked > 0 then chunked('ZREM', PK, unparked.unparked) end
   if fenced then redis.call('HSET', M, 'fence', int(fence)) end
+  if rec then write_record(rec[1], rec[2], leased, leased_until - now) end
   return n, left, made
 end

@@ -1,0 +1,152 @@
+package batonredis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// lostReplySetup returns a driver whose connections go through a proxy, a
+// driver with the same prefix connected directly to look at the jobs, and
+// a queue; the proxied driver has a sample of the server's clock, so that
+// its leasing calls carry deadlines.
+func lostReplySetup(t *testing.T) (*faultproxy.Proxy, *Driver, *Driver, string) {
+	t.Helper()
+	srv := redistest.SharedServer(t)
+	px := faultproxy.StartT(t, srv.Addr())
+	t.Cleanup(px.Heal) // before the clients close
+	// One connection, so that after a cut the next call reconnects rather
+	// than meet another connection cut.
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{px.Addr()}, PipelineMultiplex: -1})
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	d := newDriver(t, client)
+	check := faultDriver(t, newClient(t, srv.Addr()), d.prefix)
+	q := "q" + randomHex(4)
+	_, err = d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	return px, d, check, q
+}
+
+// jobState returns job id's state and attempt.
+func jobState(t *testing.T, d *Driver, q, id string) (batondriver.JobState, int) {
+	t.Helper()
+	j, err := d.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: id})
+	require.NoError(t, err)
+	return j.State, j.Attempt
+}
+
+// A fetch the server ran but whose reply was lost leased its jobs to
+// nobody. The driver's next call gives them back as if never leased and
+// leases them again: attempts not counted twice, so a job of one attempt
+// still runs; the keyed job keeps its place before the job chained behind
+// it, and gets a new fence.
+func TestLostFetchReplyGivesJobsBack(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	once := newJob("once", 1)
+	once.MaxAttempts = 1
+	first, second := newJob("keyed", 1), newJob("keyed", 1)
+	first.Key, first.Limit = "k", 1
+	second.Key, second.Limit = "k", 1
+	rows := insertJobs(t, check, q, once, first, second)
+	fetch := func() (*batondriver.JobFetchResult, error) {
+		return d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 3, LeaseTTL: time.Minute, Chain: true})
+	}
+
+	px.LoseReplyTo("_job_fetch")
+	_, err := fetch()
+	require.Error(t, err, "the reply was lost")
+	for _, r := range rows {
+		state, attempt := jobState(t, check, q, r.ID)
+		require.Equal(t, batondriver.JobStateRunning, state, "the server ran the lost fetch")
+		require.Equal(t, 1, attempt)
+	}
+	lostFence, err := check.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: rows[1].ID})
+	require.NoError(t, err)
+	require.Equal(t, 1, d.leases.lostCalls(q))
+
+	got, err := fetch()
+	require.NoError(t, err)
+	require.Equal(t, ids(rows), ids(got.Jobs), "leased again, in their order, the second chained behind the first")
+	for _, j := range got.Jobs {
+		require.Equal(t, 1, j.Attempt, "job %s: the lost lease counted no attempt", j.Kind)
+	}
+	require.Greater(t, got.Jobs[1].Fence, lostFence.Fence)
+	require.Zero(t, d.leases.lostCalls(q), "settled")
+}
+
+// The same for a finish that fetches: its outcome stands, and the job it
+// leased is given back by the next call.
+func TestLostFinishReplyGivesJobsBack(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	rows := insertJobs(t, check, q, newJob("k", 1), newJob("k", 1))
+	done := fetchJobs(t, d, q, 1, time.Minute).Jobs[0]
+
+	px.LoseReplyTo("_job_finish")
+	_, err := d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q, Retention: time.Hour,
+		Fetch:    &batondriver.JobFinishFetch{Max: 1, LeaseTTL: time.Minute},
+		Finished: []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: done.ID, Lease: done.Lease}, Outcome: batondriver.JobOutcomeCompleted}}})
+	require.Error(t, err, "the reply was lost")
+	state, _ := jobState(t, check, q, rows[0].ID)
+	require.Equal(t, batondriver.JobStateCompleted, state)
+	state, _ = jobState(t, check, q, rows[1].ID)
+	require.Equal(t, batondriver.JobStateRunning, state, "the lost finish leased the next job")
+
+	got := fetchJobs(t, d, q, 1, time.Minute)
+	require.Equal(t, []string{rows[1].ID}, ids(got.Jobs))
+	require.Equal(t, 1, got.Jobs[0].Attempt)
+	require.Zero(t, d.leases.lostCalls(q))
+}
+
+// A call cut off before the server read it leaves no record. It could
+// still arrive late, so the driver keeps it lost until the server's clock
+// passes the call's deadline, and settles it then.
+func TestLostCallWithoutRecordSettlesAfterItsDeadline(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	rows := insertJobs(t, check, q, newJob("k", 1))
+
+	px.Partition()
+	failed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		_, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+		failed <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the fetch is held in the proxy
+	px.Cut()                           // and lost with its connection
+	px.Heal()
+	select {
+	case err := <-failed:
+		require.Error(t, err)
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "the fetch did not fail when its connection was cut")
+	}
+	cut := time.Now()
+	require.Equal(t, 1, d.leases.lostCalls(q))
+	// Calls that lease nothing settle the lost one too.
+	upkeep := func() error {
+		_, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, LeaseTTL: time.Minute})
+		return err
+	}
+	require.NoError(t, upkeep())
+	if time.Since(cut) < time.Second {
+		require.Equal(t, 1, d.leases.lostCalls(q), "settled before its deadline")
+	}
+
+	got := fetchJobs(t, d, q, 1, time.Minute)
+	require.Equal(t, []string{rows[0].ID}, ids(got.Jobs), "the lost fetch never ran")
+	require.Equal(t, 1, got.Jobs[0].Attempt)
+	require.Eventually(t, func() bool { return upkeep() == nil && d.leases.lostCalls(q) == 0 },
+		5*time.Second, 50*time.Millisecond, "not settled after its deadline")
+}
