@@ -24,13 +24,16 @@ import (
 // connections through its own fault proxy, run keyed jobs of the keyed
 // crash test's keys (limits 1 and 3) while a chaos loop cuts one client's
 // connections or partitions it for up to 300ms, every few tens of
-// milliseconds. A cut loses the replies of the calls in flight: a fetch's
-// jobs then run nowhere until their leases expire, an attempt counted; a
-// finish is sent again. Partitions are shorter than a heartbeat's slack, so
-// no live handler should lose its lease. Afterwards every job is completed
-// and none dead, the history keeps every key's limit and fence order
-// (internal/keycheck), and no key has holders or parked jobs left. BATON_NETFAULT_JOBS sets the
-// number of jobs (default 2,000; make chaos runs 20,000).
+// milliseconds. A cut loses the replies of the calls in flight: a finish
+// is sent again, and the jobs a lost fetch or finish leased are given back
+// by the client's next call (batonredis, leaserecords.go), so no attempt is
+// counted for a job that did not run. Partitions are shorter than a
+// heartbeat's slack, so few live handlers lose their leases. Afterwards
+// every job is completed and none dead, the history keeps every key's limit
+// and fence order (internal/keycheck), no key has holders or parked jobs
+// left, and no job has more attempts counted than it had executions.
+// BATON_NETFAULT_JOBS sets the number of jobs (default 2,000; make chaos
+// runs 20,000).
 func TestNetworkFaultsKeepLimits(t *testing.T) {
 	t.Parallel()
 	jobs := 2000
@@ -132,11 +135,11 @@ func TestNetworkFaultsKeepLimits(t *testing.T) {
 	stats, err := admin.QueueStats(ctx, "default")
 	require.NoError(t, err)
 	require.Zero(t, stats.Counts[baton.JobStateDead])
-	attempts := 0
+	attempts := map[string]int{}
 	for _, r := range res {
 		row, err := admin.JobGet(ctx, "default", r.Job.ID)
 		require.NoError(t, err)
-		attempts += row.Attempt
+		attempts[r.Job.ID] = row.Attempt
 	}
 	var busy []string
 	require.Eventually(t, func() bool {
@@ -152,14 +155,25 @@ func TestNetworkFaultsKeepLimits(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	ran := map[string]bool{}
+	ran := map[string]int{}
 	history := make([]keycheck.Execution, len(execs))
 	for i, e := range execs {
-		ran[e.Job] = true
+		ran[e.Job]++
 		history[i] = *e
 	}
 	require.Len(t, ran, jobs, "every job ran")
 	require.NoError(t, keycheck.Check(history, keyedCrashKeys))
-	t.Logf("%d jobs through %d cuts and %d partitions: %d executions (%d leases lost by live handlers), %d attempts (%d leased to nobody: a fetch's reply lost to a cut); no key over its limit, fences in order",
-		jobs, cuts, partitions, len(execs), lost, attempts, attempts-len(execs))
+	// An attempt counted for no execution was leased to nobody. The other
+	// way round, an execution whose attempt was given back, is counted but
+	// not asserted: rare, and older than the lease records
+	// (docs/job-states.md, "At least once").
+	total, nobody, uncounted := 0, 0, 0
+	for id, n := range attempts {
+		total += n
+		nobody += max(n-ran[id], 0)
+		uncounted += max(ran[id]-n, 0)
+	}
+	require.Zero(t, nobody, "attempts leased to nobody")
+	t.Logf("%d jobs through %d cuts and %d partitions: %d executions (%d leases lost by live handlers), %d attempts (%d leased to nobody, %d executions beyond their job's attempts); no key over its limit, fences in order",
+		jobs, cuts, partitions, len(execs), lost, total, nobody, uncounted)
 }
