@@ -3,7 +3,6 @@ package faultproxy
 import (
 	"bufio"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"testing"
@@ -11,7 +10,11 @@ import (
 )
 
 // echo starts a line echo server on a loopback port, closed with the test.
-func echo(t *testing.T) string {
+func echo(t *testing.T) string { return echoLines(t, nil) }
+
+// echoLines is echo that also sends each line it reads to seen, if not nil,
+// before echoing it.
+func echoLines(t *testing.T, seen chan<- string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -26,7 +29,19 @@ func echo(t *testing.T) string {
 			}
 			go func() {
 				defer c.Close()
-				_, _ = io.Copy(c, c)
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if seen != nil {
+						seen <- line
+					}
+					if _, err := c.Write([]byte(line)); err != nil {
+						return
+					}
+				}
 			}()
 		}
 	}()
@@ -127,34 +142,7 @@ func TestCutClosesConnections(t *testing.T) {
 // the next reply, on a new connection, is delivered.
 func TestLoseReplyCutsAfterTheTargetActed(t *testing.T) {
 	lines := make(chan string, 4)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					lines <- line
-					if _, err := c.Write([]byte(line)); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	p := StartT(t, ln.Addr().String())
+	p := StartT(t, echoLines(t, lines))
 	c, r := connected(t, p)
 	<-lines
 
