@@ -31,7 +31,10 @@ type JobDriver interface {
 	// (priority, then arrival), unless the queue is paused. A keyed job's
 	// lease carries the key's next fencing token. A backend that may run a
 	// call after its caller gave up on it (a stalled server) leases nothing
-	// in a call run after ctx's deadline, as best it can tell.
+	// in a call run after ctx's deadline, as best it can tell. A backend
+	// over a network gives back, as never leased, what a call that returned
+	// an error leased (its reply was lost): with the same instance's first
+	// fetch or finish of the queue after that call ran.
 	JobFetch(ctx context.Context, p *JobFetchParams) (*JobFetchResult, error)
 
 	// JobWait blocks until a job may be available in the queue (an insert
@@ -51,7 +54,8 @@ type JobDriver interface {
 	// its key promoted in the same step. An outcome whose lease is no
 	// longer held is ignored and reported stale: a late owner never
 	// overwrites a newer state. Its Fetch and Chain lease nothing in a call
-	// run after ctx's deadline, as JobFetch; the outcomes are recorded.
+	// run after ctx's deadline, and what a call that returned an error
+	// leased is given back, as for JobFetch; the outcomes are recorded.
 	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
 
 	// JobGet returns one job, or ErrJobNotFound.
