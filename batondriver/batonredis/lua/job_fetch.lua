@@ -33,6 +33,7 @@
 --
 -- The lost calls are settled first: the jobs they leased, given back, may
 -- be leased again here, their attempts not counted twice.
+--
 -- Each step handles at most BATCH jobs, so a fetch costs a bounded time:
 --  1. scheduled jobs whose run_at has come are admitted (a keyed job may be
 --     parked, or by its on-busy policy dropped or rescheduled);

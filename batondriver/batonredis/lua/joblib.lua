@@ -686,8 +686,8 @@ end
 --
 -- A record is a string key of the caller's naming, passed in KEYS with a
 -- nonce in ARGV: "nonce id lease id lease ...", each job leased or chained
--- with its lease, written (SET, PX the lease TTL) only if the call leased
--- or chained any. The caller reuses its record keys once it has the reply
+-- with its lease, written (SET, PX until the last of those leases ends)
+-- only if the call leased or chained any. The caller reuses its record keys once it has the reply
 -- of the call that used one, and tells calls apart by their nonces: a
 -- record with another call's nonce is not that call's.
 
@@ -720,9 +720,10 @@ local function take_back(batch, id, l, now)
   give_back(batch, key, id, v, now, x)
 end
 
--- Settle the caller's lost calls: spec lists "nonce:waits" per call, their
--- record keys at keys[first] onwards (keys: the call's KEYS), where waits is the call's last
--- server ms to lease ("0": none). A call whose record is found has its jobs
+-- Settle the caller's lost calls: spec lists "nonce:waits" per call, where
+-- waits is the call's last server ms to lease ("0": none), and the call's
+-- KEYS, keys, hold their record keys from keys[first] on. A call whose
+-- record is found has its jobs
 -- taken back (take_back; found again, it takes back nothing more). A call
 -- with no record leased nothing, or has not run yet: once past its waits it
 -- never will. Returns the 1-based indexes of the calls that may still run,
