@@ -147,11 +147,11 @@ func (r *leaseRecords) end(c *leasingCall, err error, unsettled []int64, waits i
 	defer r.mu.Unlock()
 	q := r.queue(c.queue)
 	if err != nil {
+		q.lost = append(q.lost, c.settle...)
 		if c.key != "" {
 			q.lost = append(q.lost, lostCall{key: c.key, nonce: c.nonce, waits: waits,
 				until: time.Now().Add(max(ttl, minLostWait))})
 		}
-		q.lost = append(q.lost, c.settle...)
 		return
 	}
 	if c.key != "" {

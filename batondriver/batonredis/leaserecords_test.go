@@ -2,6 +2,7 @@ package batonredis
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -149,4 +150,52 @@ func TestLostCallWithoutRecordSettlesAfterItsDeadline(t *testing.T) {
 	require.Equal(t, 1, got.Jobs[0].Attempt)
 	require.Eventually(t, func() bool { return upkeep() == nil && d.leases.lostCalls(q) == 0 },
 		5*time.Second, 50*time.Millisecond, "not settled after its deadline")
+}
+
+// The bookkeeping alone: a call's record key is reused once its reply
+// arrived, not while its call is lost; a lost call is settled by the
+// calls after it, and one the server leaves unsettled is kept until its
+// time is up, then its key is free again.
+func TestLeaseRecordsBookkeeping(t *testing.T) {
+	var r leaseRecords
+	const base, q = "p:queue:{q}:", "q"
+	a := r.begin(base, q, true)
+	require.Equal(t, []string{"k", a.key}, a.keys([]string{"k"}))
+	nonce, spec := a.args()
+	require.NotEmpty(t, nonce)
+	require.Empty(t, spec)
+	r.end(a, nil, nil, 0, time.Minute)
+	b := r.begin(base, q, true)
+	require.Equal(t, a.key, b.key, "reused once its reply arrived")
+	require.NotEqual(t, a.nonce, b.nonce)
+
+	r.end(b, errors.New("cut"), nil, 1234, time.Minute)
+	require.Equal(t, 1, r.lostCalls(q))
+	c := r.begin(base, q, true)
+	require.NotEqual(t, b.key, c.key, "not reused while its call is lost")
+	require.Equal(t, []string{"k", c.key, b.key, "job"}, c.keys([]string{"k"}, "job"))
+	_, spec = c.args()
+	require.Equal(t, b.nonce+":1234", spec)
+	require.Zero(t, r.lostCalls(q), "taken by the call that settles it")
+
+	// That call fails too: both are lost.
+	r.end(c, errors.New("cut"), nil, 0, time.Minute)
+	require.Equal(t, 2, r.lostCalls(q))
+	d := r.begin(base, q, false)
+	require.Empty(t, d.key)
+	require.Len(t, d.settle, 2)
+	// The server settles the first and leaves the second (no record yet).
+	r.end(d, nil, []int64{2}, 0, time.Minute)
+	require.Equal(t, 1, r.lostCalls(q))
+	e := r.begin(base, q, true)
+	require.Equal(t, b.key, e.key, "the settled call's key is free")
+	require.Len(t, e.settle, 1)
+	require.Equal(t, c.key, e.settle[0].key)
+
+	// Left unsettled past its time: given up, its key free.
+	e.settle[0].until = time.Now().Add(-time.Second)
+	r.end(e, nil, []int64{1}, 0, time.Minute)
+	require.Zero(t, r.lostCalls(q))
+	g := r.begin(base, q, true)
+	require.Equal(t, c.key, g.key)
 }
