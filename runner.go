@@ -434,6 +434,14 @@ func (r *runner) leaseWait() time.Duration {
 // waits for the executions, and the chained ones whose job ahead is not
 // here (it returned before they came, or has a job chained already).
 // Given back, a job runs again at once, its attempt not counted.
+//
+// The job ahead must be here under the lease the chain was made behind:
+// an execution of the same job under a later lease (its earlier one
+// taken back meanwhile, by the settling of a call whose reply was lost,
+// then leased to this process again) has a fence above the chained job's,
+// and the backend has put the chained job back at the head of its key's
+// parked jobs. Run behind it, the chained job would run under a lease
+// taken back, beside its next lease (see ahead).
 func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved bool, chained []*execution) (int, []*batondriver.JobFinish) {
 	until := sent.Add(r.cfg.LeaseTTL - leaseMargin(r.cfg.LeaseTTL))
 	var es []*execution
@@ -465,7 +473,7 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 				e = c
 			}
 		}
-		if e == nil || e.next != nil || r.stopping {
+		if e == nil || !ahead(e.row, row) || e.next != nil || r.stopping {
 			back = append(back, giveBack(row))
 			continue
 		}
@@ -476,6 +484,15 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 		go r.execute(e)
 	}
 	return len(es), back
+}
+
+// ahead reports whether the chained job row was chained behind a, a lease
+// of the job ahead (row.After): fencing tokens rise with every lease of a
+// key, so a chained job's is above that of the lease it was chained behind
+// and below that of any later lease of the job ahead
+// (batondriver.JobFetchParams.Chain).
+func ahead(a, row *JobRow) bool {
+	return row.Fence > a.Fence
 }
 
 // giveBack is the outcome that returns a leased job that will not run to its

@@ -270,7 +270,8 @@ type JobFetchParams struct {
 	// has returned, and not before.
 	//
 	// A chained job is running (its attempt counted, a fencing token
-	// given) but holds no slot of its key. When the outcome of the job
+	// given: above that of the job ahead's lease, and so below that of
+	// any later lease of the job ahead) but holds no slot of its key. When the outcome of the job
 	// ahead is recorded, whatever it is, the chained job takes over that
 	// job's slot and lease_until, even if the key's limit was lowered
 	// meanwhile: like any leased job, it runs. If instead the lease of the

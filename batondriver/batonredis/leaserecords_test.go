@@ -199,3 +199,73 @@ func TestLeaseRecordsBookkeeping(t *testing.T) {
 	g := r.begin(base, q, true)
 	require.Equal(t, c.key, g.key)
 }
+
+// A job chained by a finish whose reply was lost may take over its slot in
+// a later finish, which chains the next job behind it and whose reply
+// arrives. The next call gives it back (take_back), the job chained behind
+// it back to the head of the parked jobs, and may lease it again to the
+// same process: then the job chained behind the lease taken back has a
+// fence below that of the new lease, which is how a client tells the stale
+// chain from the live one (baton's launch), and its lease is stale.
+func TestLostChainTakenBackUnderAChainThatArrived(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	var jobs []*batondriver.JobInsert
+	for range 4 {
+		j := newJob("keyed", 1)
+		j.Key, j.Limit = "k", 1
+		jobs = append(jobs, j)
+	}
+	rows := insertJobs(t, check, q, jobs...)
+	finish := func(j *batondriver.JobRow) (*batondriver.JobFinishResult, error) {
+		return d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q, Retention: time.Hour, Chain: true,
+			Finished: []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: j.ID, Lease: j.Lease}, Outcome: batondriver.JobOutcomeCompleted}}})
+	}
+
+	got, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute, Chain: true})
+	require.NoError(t, err)
+	require.Equal(t, ids(rows[:2]), ids(got.Jobs), "the second job chained behind the first")
+	a, b := got.Jobs[0], got.Jobs[1]
+
+	px.LoseReplyTo("_job_finish")
+	_, err = finish(a)
+	require.Error(t, err, "the reply was lost")
+	c, err := check.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: rows[2].ID})
+	require.NoError(t, err)
+	require.Equal(t, b.ID, c.After, "the lost finish chained the third job behind the second")
+
+	// The second job's finish, sent before the lost one failed (so it
+	// settles nothing), hands the slot to the third job, which nobody
+	// runs, and chains the fourth behind it.
+	d.leases.mu.Lock()
+	lost := d.leases.queue(q).lost
+	d.leases.queue(q).lost = nil
+	d.leases.mu.Unlock()
+	res, err := finish(b)
+	require.NoError(t, err)
+	d.leases.mu.Lock()
+	d.leases.queue(q).lost = append(lost, d.leases.queue(q).lost...)
+	d.leases.mu.Unlock()
+	require.Equal(t, []string{rows[3].ID}, ids(res.Jobs))
+	stale := res.Jobs[0]
+	require.Equal(t, c.ID, stale.After)
+
+	// The next call takes the third job back, and the fourth; leases the
+	// third again, and chains the fourth behind it anew.
+	got, err = d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute, Chain: true})
+	require.NoError(t, err)
+	require.Equal(t, ids(rows[2:]), ids(got.Jobs))
+	again, live := got.Jobs[0], got.Jobs[1]
+	require.Equal(t, 1, again.Attempt, "the lease taken back counted no attempt")
+	require.Equal(t, 1, live.Attempt)
+	require.Equal(t, again.ID, live.After)
+	require.Less(t, stale.Fence, again.Fence, "the stale chain's fence is below the new lease's")
+	require.Greater(t, live.Fence, again.Fence)
+
+	// The stale chained lease records nothing.
+	res, err = finish(stale)
+	require.NoError(t, err)
+	require.Equal(t, []string{stale.ID}, res.Stale)
+	state, _ := jobState(t, check, q, live.ID)
+	require.Equal(t, batondriver.JobStateRunning, state)
+}
