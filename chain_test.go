@@ -474,3 +474,63 @@ func TestKeyOrderSurvivesStop(t *testing.T) {
 		require.Equal(t, want, runs, "job 0 again first, its cut-off attempt not counted, then the rest in order")
 	})
 }
+
+// slowFinishes holds every JobFinish for delay before the backend sees it,
+// as a slow network would.
+type slowFinishes struct {
+	batondriver.JobDriver
+	delay time.Duration
+}
+
+func (d *slowFinishes) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	select {
+	case <-time.After(d.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// A chain lives on one lease, renewed by the heartbeat while the chain
+// lasts, even when its handlers are short and its finishes slow: a chained
+// job that has returned waits for the outcome of the job ahead, and its
+// lease is the next chained job's. A chain several leases long runs every
+// job once, its attempt counted, and loses no lease.
+func TestChainOutlivesItsLease(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		const leaseTTL = 300 * time.Millisecond
+		d := &countingDriver{JobDriver: &slowFinishes{JobDriver: newJobDriver(t), delay: 40 * time.Millisecond}}
+		var mu sync.Mutex
+		runs := map[string]int{}
+		var lost atomic.Int32
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+			mu.Lock()
+			runs[job.ID]++
+			mu.Unlock()
+			return nil
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, LeaseTTL: leaseTTL,
+			PollInterval: 50 * time.Millisecond, Logger: quiet,
+			OnJobEnd: func(ev *baton.JobEvent) {
+				if ev.Outcome == baton.JobOutcomeLost {
+					lost.Add(1)
+				}
+			}})
+		require.NoError(t, err)
+		const n = 30 // some 40ms each: four leases
+		ids := insertBacklog(t, c, "a", n)
+		start(t, c)
+		require.Eventually(t, completed(t, c, n), 10*time.Second, 5*time.Millisecond)
+		require.Zero(t, lost.Load(), "leases lost")
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			row, err := c.JobGet(t.Context(), "default", id)
+			require.NoError(t, err)
+			require.Equal(t, [2]int{1, 1}, [2]int{runs[id], row.Attempt}, "runs and attempts of job %s", id)
+		}
+		require.GreaterOrEqual(t, d.chained.Load(), int64(n-3), "the key's jobs were not chained")
+	})
+}

@@ -68,6 +68,12 @@ type execution struct {
 	// behind this one has returned: this one started chained, and the
 	// outcome of the job ahead of it, recorded with Chain, may bring it.
 	chainDone chan struct{}
+	// returned: the handler has returned, and the execution waits for
+	// chainDone, still in runner.running so that the heartbeat renews the
+	// lease that the job chained behind it will run under; lost: the
+	// backend reported the lease lost (the context may have ended before).
+	// Both guarded by runner.mu.
+	returned, lost bool
 }
 
 type finishItem struct {
@@ -550,12 +556,21 @@ func (r *runner) executeOne(e *execution) *execution {
 		r.cfg.OnJobEnd(ev)
 	}
 
+	// Waiting for the finish of the job ahead of this one (below), the
+	// execution stays in running, so that the heartbeat renews its lease
+	// (and the job ahead's): the job that finish may chain behind it runs
+	// under that lease, and no handler of the chain runs meanwhile to have
+	// it renewed.
+	wait := f != nil && e.chainDone != nil
 	r.mu.Lock()
-	delete(r.running, execKey{e.queue, row.ID})
+	e.returned = true
+	if !wait {
+		delete(r.running, execKey{e.queue, row.ID})
+	}
 	e.expiry.Stop()
 	r.mu.Unlock()
 	e.cancel(nil)
-	if f != nil && e.chainDone != nil {
+	if wait {
 		// The finish of the job ahead of this one, in flight (one call at
 		// most), may chain a job behind this one: wait for it, which also
 		// records this outcome after that one. That call closes chainDone
@@ -574,6 +589,7 @@ func (r *runner) executeOne(e *execution) *execution {
 		}
 	}
 	r.mu.Lock()
+	delete(r.running, execKey{e.queue, row.ID})
 	next, unchain := r.follow(e, f != nil)
 	handoff := f != nil && next == nil && r.handoff()
 	if next == nil && !handoff {
@@ -594,7 +610,11 @@ func (r *runner) executeOne(e *execution) *execution {
 // executions, it reports instead that e's outcome must unchain the job
 // (JobFinish.Unchain), which goes back to the head of its key's parked
 // jobs. If e's lease was lost, so was the chained job's: it does not run,
-// and the backend puts it back when that lease expires.
+// and the backend puts it back when that lease expires. So too if the
+// lease can no longer be trusted (its until has passed while e waited for
+// the finish of the job ahead): the chained job would run under a lease
+// the backend may be taking back, which puts the job back as not started;
+// e's outcome unchains it, should the lease still be held.
 //
 // A client working several queues unchains the job too when no other
 // worker is free (but those a fetch in flight asks jobs for): then the
@@ -605,9 +625,9 @@ func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
 	row := e.next
 	e.next = nil
 	switch {
-	case row == nil || !ok:
+	case row == nil || !ok || e.lost:
 		return nil, false
-	case r.stopping, len(r.cfg.Queues) > 1 && r.free-r.fetching <= 0:
+	case r.stopping, len(r.cfg.Queues) > 1 && r.free-r.fetching <= 0, !time.Now().Before(e.until):
 		return nil, true
 	}
 	c := r.track(e.queue, row, e.until)
@@ -968,7 +988,7 @@ func (r *runner) heartbeat() {
 		now := time.Now()
 		r.mu.Lock()
 		for _, e := range r.running {
-			if !e.giveUp.IsZero() && now.After(e.giveUp) {
+			if !e.returned && !e.giveUp.IsZero() && now.After(e.giveUp) {
 				if e.ctx.Err() == nil || !errors.Is(context.Cause(e.ctx), ErrLeaseLost) {
 					r.log.Error("baton: job overran its timeout and ignores its context; its lease is no longer renewed",
 						"job_id", e.row.ID, "kind", e.row.Kind, "queue", e.queue)
@@ -1006,11 +1026,15 @@ func (r *runner) extend(queue string, es []*execution) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range es {
-		if lost[e.row.ID] {
+		switch {
+		case lost[e.row.ID]:
+			e.lost = true
 			e.cancel(ErrLeaseLost)
-			continue
-		}
-		if e.ctx.Err() == nil {
+		case e.returned:
+			// Waiting for the outcome of the job ahead (executeOne): the
+			// job chained behind it next starts under this lease.
+			e.until = until
+		case e.ctx.Err() == nil:
 			e.until = until
 			e.expiry.Reset(time.Until(until))
 		}
