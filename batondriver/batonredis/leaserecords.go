@@ -170,10 +170,3 @@ func (r *leaseRecords) end(c *leasingCall, err error, unsettled []int64, waits i
 		}
 	}
 }
-
-// lostCalls reports how many calls to queue are lost and not yet settled.
-func (r *leaseRecords) lostCalls(queue string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.queue(queue).lost)
-}

@@ -14,6 +14,13 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
+// lostCalls reports how many calls to queue are lost and not yet settled.
+func (r *leaseRecords) lostCalls(queue string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue(queue).lost)
+}
+
 // lostReplySetup returns a driver whose connections go through a proxy, a
 // driver with the same prefix connected directly to look at the jobs, and
 // a queue; the proxied driver has a sample of the server's clock, so that
