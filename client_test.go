@@ -522,6 +522,87 @@ func TestLostLeaseCancelsHandler(t *testing.T) {
 	}
 }
 
+// firstLeaseLosingDriver reports the first lease it hands out lost at
+// every renewal, and renews every other lease.
+type firstLeaseLosingDriver struct {
+	batondriver.JobDriver
+	first atomic.Pointer[string]
+}
+
+func (d *firstLeaseLosingDriver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	res, err := d.JobDriver.JobFetch(ctx, p)
+	if err == nil && len(res.Jobs) > 0 {
+		d.first.CompareAndSwap(nil, &res.Jobs[0].Lease)
+	}
+	return res, err
+}
+
+func (d *firstLeaseLosingDriver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
+	lost := &batondriver.JobExtendResult{}
+	q := *p
+	q.Leases = nil
+	for _, l := range p.Leases {
+		if first := d.first.Load(); first != nil && l.Lease == *first {
+			lost.Lost = append(lost.Lost, l.ID)
+		} else {
+			q.Leases = append(q.Leases, l)
+		}
+	}
+	if len(q.Leases) == 0 {
+		return lost, nil
+	}
+	res, err := d.JobDriver.JobExtend(ctx, &q)
+	if err != nil {
+		return nil, err
+	}
+	res.Lost = append(res.Lost, lost.Lost...)
+	return res, nil
+}
+
+// A handler that runs on after its lease was lost, while its job runs
+// again in the same process under a new lease, does not stop the heartbeat
+// renewing the new lease when it returns at last: the job runs twice, not
+// a third time.
+func TestHandlerPastItsLostLeaseLeavesTheNewLeaseRenewed(t *testing.T) {
+	t.Parallel()
+	const ttl = 150 * time.Millisecond
+	release := make(chan struct{})
+	secondStarted := make(chan struct{})
+	var attempts atomic.Int32
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+		attempts.Add(1)
+		if job.Attempt == 1 {
+			<-release // deaf to its cancelled context
+			return nil
+		}
+		if job.Attempt == 2 {
+			close(secondStarted)
+		}
+		time.Sleep(4 * ttl) // outlives its lease unless renewed
+		return nil
+	}), nil)
+	d := &firstLeaseLosingDriver{JobDriver: batonmem.New()}
+	c, err := baton.NewClient(d, &baton.Config{Workers: w, Concurrency: 2, LeaseTTL: ttl,
+		PollInterval: 10 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	start(t, c)
+	ctx := context.Background()
+	res, err := c.Insert(ctx, emailArgs{}, nil)
+	require.NoError(t, err)
+	select {
+	case <-secondStarted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the job was not leased again after its first lease was lost")
+	}
+	close(release)
+	waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
+	row, err := c.JobGet(ctx, "default", res.Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, 2, row.Attempt, "the second lease was left unrenewed and the job ran again")
+	require.Equal(t, int32(2), attempts.Load())
+}
+
 func TestPauseAndResumeQueue(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		var ran atomic.Int32

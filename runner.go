@@ -519,6 +519,17 @@ func (r *runner) track(queue string, row *JobRow, until time.Time) *execution {
 	return e
 }
 
+// untrack removes e from running, unless a later lease of its job has
+// taken its place there: a handler that ran on after its lease was lost,
+// while the backend leased the job to this process again, must not take
+// the new execution out of the heartbeat's reach. r.mu is held.
+func (r *runner) untrack(e *execution) {
+	k := execKey{e.queue, e.row.ID}
+	if r.running[k] == e {
+		delete(r.running, k)
+	}
+}
+
 // expire cancels a job whose lease could not be confirmed in time.
 func (r *runner) expire(e *execution) {
 	r.mu.Lock()
@@ -565,7 +576,7 @@ func (r *runner) executeOne(e *execution) *execution {
 	r.mu.Lock()
 	e.returned = true
 	if !wait {
-		delete(r.running, execKey{e.queue, row.ID})
+		r.untrack(e)
 	}
 	e.expiry.Stop()
 	r.mu.Unlock()
@@ -589,7 +600,7 @@ func (r *runner) executeOne(e *execution) *execution {
 		}
 	}
 	r.mu.Lock()
-	delete(r.running, execKey{e.queue, row.ID})
+	r.untrack(e)
 	next, unchain := r.follow(e, f != nil)
 	handoff := f != nil && next == nil && r.handoff()
 	if next == nil && !handoff {
