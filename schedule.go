@@ -81,7 +81,8 @@ func (c cronSchedule) String() string { return c.spec }
 // Catch-up: ticks that passed while no client was running are not made up
 // for; the schedule resumes with the next tick. A tick a running client
 // could not insert (the backend was unreachable) is retried until the
-// next tick, then given up.
+// next tick, then given up. A client that wakes for a tick only once the
+// next one is due too (a stalled process) fires the latest tick due.
 //
 // Started clients register their schedules in the backend, with their
 // specs, queues and kinds, for ScheduleList (and `baton schedules`) to
@@ -131,11 +132,14 @@ func (r *runner) schedule(p *PeriodicJob, found *foundSchedules) {
 			return
 		}
 		next := nextTick(p.Schedule, tick)
+		// Woken after the next tick was due too (a stalled process, or a
+		// slow insert of the tick before, as in an outage): this tick's
+		// turn is over, and the latest tick due is fired instead.
+		for now = time.Now(); !next.IsZero() && !next.After(now); next = nextTick(p.Schedule, next) {
+			tick = next
+		}
 		r.fire(p, reg, tick, next)
 		tick = next
-		// A slow insert (an outage) may have run past later ticks.
-		for now = time.Now(); !tick.IsZero() && !tick.After(now); tick = nextTick(p.Schedule, tick) {
-		}
 	}
 	r.log.Error("baton: periodic job's schedule has no next tick; it fires no more", "periodic_job", p.Name, "after", now)
 }

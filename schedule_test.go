@@ -146,6 +146,64 @@ func TestPeriodicJobFiresOnceAcrossProcesses(t *testing.T) {
 	t.Logf("%d ticks, each run once, by %d processes", len(ticks), len(pids))
 }
 
+// stallingSchedule ticks every `every`, and the first time it is asked
+// for the tick after its first one it takes `stall` to answer: the client
+// that asks stalls right after waking for its first tick, as a process
+// paused by its host would.
+type stallingSchedule struct {
+	every, stall time.Duration
+	first        atomic.Pointer[time.Time]
+	stalled      atomic.Bool
+}
+
+func (s *stallingSchedule) Next(t time.Time) time.Time {
+	next := t.Truncate(s.every).Add(s.every)
+	if s.first.CompareAndSwap(nil, &next) {
+		return next
+	}
+	if t.Equal(*s.first.Load()) && s.stalled.CompareAndSwap(false, true) {
+		time.Sleep(s.stall)
+	}
+	return next
+}
+
+// A client that wakes for a tick only after the next one is due fires the
+// latest tick due, within its turn, and not the tick whose turn is over.
+func TestStalledScheduleFiresTheLatestTickDue(t *testing.T) {
+	t.Parallel()
+	s := &stallingSchedule{every: 100 * time.Millisecond, stall: 125 * time.Millisecond}
+	type fired struct{ tick, at time.Time }
+	firedc := make(chan fired, 100)
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), nil)
+	c, err := baton.NewClient(batonmem.New(), &baton.Config{Workers: w, Logger: quiet, PeriodicJobs: []*baton.PeriodicJob{{
+		Name: "stalling", Schedule: s,
+		Job: func(tick time.Time) (baton.JobArgs, *baton.InsertOpts) {
+			firedc <- fired{tick, time.Now()}
+			return emailArgs{}, nil
+		},
+	}}})
+	require.NoError(t, err)
+	start(t, c)
+	var got []fired
+	for len(got) < 3 {
+		select {
+		case f := <-firedc:
+			got = append(got, f)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d ticks fired: %v", len(got), got)
+		}
+	}
+	first := *s.first.Load()
+	require.True(t, s.stalled.Load())
+	require.Equal(t, first.Add(s.every), got[0].tick,
+		"after the stall, the first tick fired is the latest due (the first tick's turn was over)")
+	for i, f := range got {
+		require.Equal(t, got[0].tick.Add(time.Duration(i)*s.every), f.tick, "ticks fired: %v", got)
+		require.Less(t, f.at.Sub(f.tick), s.every, "tick %v fired after its turn", f.tick)
+	}
+}
+
 // neverSchedule has no next tick, as a Schedule of the user's may have
 // (Cron refuses a spec that matches no date).
 type neverSchedule struct{}
