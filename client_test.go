@@ -489,6 +489,40 @@ func TestStopWaitsThenReturnsJobsToQueue(t *testing.T) {
 	})
 }
 
+// emptyFinishDriver notes the queues of finishes with no outcomes.
+type emptyFinishDriver struct {
+	batondriver.JobDriver
+	mu     sync.Mutex
+	queues []string
+}
+
+func (d *emptyFinishDriver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	if len(p.Finished) == 0 {
+		d.mu.Lock()
+		d.queues = append(d.queues, p.Queue)
+		d.mu.Unlock()
+	}
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// Stop ends with a finish of no outcomes to each queue, with which a
+// backend gives back what calls whose replies were lost leased (on Redis:
+// TestEmptyFinishSettlesLostCalls).
+func TestStopSettlesLostCallsOfEachQueue(t *testing.T) {
+	t.Parallel()
+	d := &emptyFinishDriver{JobDriver: batonmem.New()}
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: w, Logger: quiet,
+		Queues: []baton.QueueConfig{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+	require.NoError(t, c.Stop(context.Background()))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	require.ElementsMatch(t, []string{"a", "b"}, d.queues)
+}
+
 // losingDriver reports every lease renewal lost.
 type losingDriver struct{ batondriver.JobDriver }
 

@@ -140,7 +140,10 @@ func (c *Client) Start(ctx context.Context) error {
 // returned in time, else ctx's error, which it also returns if the backend
 // could not be reached to record them (those jobs run again after their
 // leases expire); a call to the backend in flight is waited for at most
-// LeaseTTL. A handler that ignores its context delays Stop.
+// LeaseTTL. A handler that ignores its context delays Stop. Last, on a
+// backend over a network, it gives back the jobs that calls whose replies
+// were lost had leased, if ctx still lets it reach the backend (else they
+// run again when their leases expire).
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	r := c.runner
@@ -174,12 +177,30 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	close(r.finishes)
 	<-r.finished
+	r.settleLost()
 	close(r.hbStop)
 	<-r.hbDone
 	if err == nil && r.abandoned.Load() {
 		err = fmt.Errorf("baton: Stop: job outcomes not recorded: %w", context.Cause(ctx))
 	}
 	return err
+}
+
+// settleLost makes a finish with no outcomes to each queue: a backend that
+// gives back the jobs leased by calls whose replies were lost does so with
+// the instance's next fetch or finish of the queue (batondriver.JobDriver),
+// and after Stop there would be none, so those jobs would wait for their
+// leases to expire. It tries once per queue, while Stop's context lasts.
+func (r *runner) settleLost() {
+	for _, q := range r.cfg.Queues {
+		ctx, cancel := context.WithTimeout(r.giveUp, r.leaseWait())
+		_, err := r.c.driver.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q.Name, Retention: r.cfg.CompletedRetention})
+		cancel()
+		if err != nil {
+			r.log.Warn("baton: jobs leased by calls whose replies were lost could not be given back; they run again when their leases expire",
+				"queue", q.Name, "err", err)
+		}
+	}
 }
 
 // freeWorkers is how many workers have no job.

@@ -440,7 +440,7 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		}
 		fetchMax, fetchTTL, leases = f.Max, f.LeaseTTL, newLeases(f.Max)
 	}
-	if len(p.Finished) == 0 {
+	if len(p.Finished) == 0 && d.leases.lostCalls(p.Queue) == 0 {
 		return &batondriver.JobFinishResult{}, nil
 	}
 	ids := make([]string, len(p.Finished))

@@ -108,6 +108,13 @@ func (r *leaseRecords) queue(name string) *queueRecords {
 	return q
 }
 
+// lostCalls is how many of the queue's calls are lost and not settled.
+func (r *leaseRecords) lostCalls(queue string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue(queue).lost)
+}
+
 // keys returns the queue's keys followed by the call's record key, if any,
 // and the keys of the calls it settles; jobs are job keys to append.
 func (c *leasingCall) keys(queue []string, jobs ...string) []string {

@@ -14,13 +14,6 @@ import (
 	"github.com/batonhq/baton/internal/redistest"
 )
 
-// lostCalls reports how many calls to queue are lost and not yet settled.
-func (r *leaseRecords) lostCalls(queue string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.queue(queue).lost)
-}
-
 // lostReplySetup returns a driver whose connections go through a proxy, a
 // driver with the same prefix connected directly to look at the jobs, and
 // a queue; the proxied driver has a sample of the server's clock, so that
@@ -113,6 +106,33 @@ func TestLostFinishReplyGivesJobsBack(t *testing.T) {
 	require.Equal(t, []string{rows[1].ID}, ids(got.Jobs))
 	require.Equal(t, 1, got.Jobs[0].Attempt)
 	require.Zero(t, d.leases.lostCalls(q))
+}
+
+// A finish with no outcomes settles the lost calls too (a client's Stop
+// makes one per queue), and with none lost it makes no call at all.
+func TestEmptyFinishSettlesLostCalls(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	rows := insertJobs(t, check, q, newJob("k", 1))
+	empty := func() error {
+		_, err := d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q})
+		return err
+	}
+
+	px.LoseReplyTo("_job_fetch")
+	_, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+	require.Error(t, err, "the reply was lost")
+	state, _ := jobState(t, check, q, rows[0].ID)
+	require.Equal(t, batondriver.JobStateRunning, state, "the server ran the lost fetch")
+
+	require.NoError(t, empty())
+	state, attempt := jobState(t, check, q, rows[0].ID)
+	require.Equal(t, batondriver.JobStateAvailable, state, "given back")
+	require.Zero(t, attempt, "as never leased")
+	require.Zero(t, d.leases.lostCalls(q), "settled")
+
+	px.Partition()
+	require.NoError(t, empty(), "nothing lost: no call to the unreachable server")
 }
 
 // A call cut off before the server read it leaves no record. It could
