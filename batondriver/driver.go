@@ -3,7 +3,8 @@
 // A Driver performs one atomic transition per method: every method either
 // happens entirely or not at all, as seen by every process sharing the
 // backend. Time-based decisions (expiry, ordering) are made with the
-// backend's own clock, never with a caller's wall clock.
+// backend's own clock, never with a caller's wall clock. A call whose
+// context has ended returns the context's error and does nothing.
 //
 // The interface serves Baton's own packages. It may change between minor
 // versions; backends outside this module should expect to follow it. Every

@@ -21,6 +21,7 @@ import (
 func Exercise(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver) {
 	t.Run("Lock", func(t *testing.T) { exerciseLocks(t, newDriver) })
 	t.Run("LockList", func(t *testing.T) { exerciseLockList(t, newDriver) })
+	t.Run("LockEndedContext", func(t *testing.T) { exerciseLockEndedContexts(t, newDriver) })
 }
 
 // ExerciseJobs runs the job suite, with per-key concurrency and uniqueness
@@ -35,6 +36,7 @@ func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 	t.Run("Chain", func(t *testing.T) { exerciseChains(t, newDriver) })
 	t.Run("Unique", func(t *testing.T) { exerciseUnique(t, newDriver) })
 	t.Run("Schedule", func(t *testing.T) { exerciseSchedules(t, newDriver) })
+	t.Run("EndedContext", func(t *testing.T) { exerciseEndedContexts(t, newDriver) })
 }
 
 // uniqueKey returns a key no other test uses, with odd bytes in it, so that

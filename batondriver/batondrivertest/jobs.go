@@ -1430,3 +1430,110 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		bad("pause: empty queue", f.d.QueuePause(f.ctx, &batondriver.QueuePauseParams{}))
 	})
 }
+
+// exerciseEndedContexts checks that a call whose context has ended returns
+// the context's error and changes nothing, as a client over a network
+// sends nothing then.
+func exerciseEndedContexts(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+	f := newJobFixture(t, newDriver)
+	keyed := withJob(func(j *batondriver.JobInsert) { j.Key, j.Limit = "k", 1 })
+	rows := f.insert(newJob(), keyed)
+	running := f.fetchOne(time.Minute)
+	idle := rows[1]
+	if running.ID == idle.ID {
+		idle = rows[0]
+	}
+	ended, cancel := context.WithCancel(f.ctx)
+	cancel()
+	q := f.queue
+	calls := map[string]func() error{
+		"JobInsert": func() error {
+			_, err := f.d.JobInsert(ended, &batondriver.JobInsertParams{Queue: q, Jobs: []*batondriver.JobInsert{newJob()}})
+			return err
+		},
+		"JobFetch": func() error {
+			_, err := f.d.JobFetch(ended, &batondriver.JobFetchParams{Queue: q, Max: 10, LeaseTTL: time.Minute})
+			return err
+		},
+		"JobExtend": func() error {
+			_, err := f.d.JobExtend(ended, &batondriver.JobExtendParams{Queue: q, Leases: []batondriver.JobLease{lease(running)}, TTL: time.Hour})
+			return err
+		},
+		"JobFinish": func() error {
+			_, err := f.d.JobFinish(ended, &batondriver.JobFinishParams{Queue: q, Retention: time.Hour,
+				Finished: []*batondriver.JobFinish{outcome(running, batondriver.JobOutcomeCompleted, "", time.Time{})}})
+			return err
+		},
+		"JobRetry": func() error {
+			_, err := f.d.JobRetry(ended, &batondriver.JobGetParams{Queue: q, ID: idle.ID})
+			return err
+		},
+		"JobDelete":  func() error { return f.d.JobDelete(ended, &batondriver.JobGetParams{Queue: q, ID: idle.ID}) },
+		"QueuePause": func() error { return f.d.QueuePause(ended, &batondriver.QueuePauseParams{Queue: q}) },
+		"KeySetLimit": func() error {
+			_, err := f.d.KeySetLimit(ended, &batondriver.KeySetLimitParams{Queue: q, Key: "k", Limit: 5})
+			return err
+		},
+		"QueueScheduleRegister": func() error {
+			return f.d.QueueScheduleRegister(ended, &batondriver.QueueScheduleParams{Queue: q, Name: "s", Kind: "test", TTL: time.Hour})
+		},
+		"JobGet": func() error {
+			_, err := f.d.JobGet(ended, &batondriver.JobGetParams{Queue: q, ID: idle.ID})
+			return err
+		},
+		"JobList": func() error {
+			_, err := f.d.JobList(ended, &batondriver.JobListParams{Queue: q, State: batondriver.JobStateAvailable})
+			return err
+		},
+		"QueueStats": func() error {
+			_, err := f.d.QueueStats(ended, &batondriver.QueueParams{Queue: q})
+			return err
+		},
+		"QueueList": func() error {
+			_, err := f.d.QueueList(ended)
+			return err
+		},
+		"KeyGet": func() error {
+			_, err := f.d.KeyGet(ended, &batondriver.KeyParams{Queue: q, Key: "k"})
+			return err
+		},
+		"KeyList": func() error {
+			_, err := f.d.KeyList(ended, &batondriver.KeyListParams{Queue: q})
+			return err
+		},
+		"QueueScheduleList": func() error {
+			_, err := f.d.QueueScheduleList(ended, &batondriver.QueueParams{Queue: q})
+			return err
+		},
+	}
+	for name, call := range calls {
+		require.ErrorIs(t, call(), context.Canceled, "%s with an ended context", name)
+	}
+
+	stats, err := f.d.QueueStats(f.ctx, &batondriver.QueueParams{Queue: q})
+	require.NoError(t, err)
+	require.False(t, stats.Paused)
+	require.Equal(t, map[batondriver.JobState]int{batondriver.JobStateAvailable: 1, batondriver.JobStateRunning: 1},
+		nonZero(stats.Counts), "no job inserted, leased, finished or deleted")
+	r := f.get(running.ID)
+	require.Equal(t, batondriver.JobStateRunning, r.State)
+	require.Equal(t, running.LeaseUntil, r.LeaseUntil, "lease not extended")
+	require.Equal(t, idle.Attempt, f.get(idle.ID).Attempt)
+	info, err := f.d.KeyGet(f.ctx, &batondriver.KeyParams{Queue: q, Key: "k"})
+	require.NoError(t, err)
+	require.False(t, info.Override, "no limit set")
+	scheds, err := f.d.QueueScheduleList(f.ctx, &batondriver.QueueParams{Queue: q})
+	require.NoError(t, err)
+	require.Empty(t, scheds.Schedules, "no schedule registered")
+}
+
+// nonZero returns counts without its zero entries.
+func nonZero(counts map[batondriver.JobState]int) map[batondriver.JobState]int {
+	out := map[batondriver.JobState]int{}
+	for s, n := range counts {
+		if n != 0 {
+			out[s] = n
+		}
+	}
+	return out
+}

@@ -521,3 +521,49 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		}
 	})
 }
+
+// exerciseLockEndedContexts checks that a lock call whose context has
+// ended returns the context's error and changes nothing.
+func exerciseLockEndedContexts(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver) {
+	f := newLockFixture(t, newDriver)
+	a, b := token(), token()
+	held := f.grant(a, 2)
+	before := f.inspect()
+	ended, cancel := context.WithCancel(f.ctx)
+	cancel()
+	calls := map[string]func() error{
+		"LockAcquire": func() error {
+			_, err := f.d.LockAcquire(ended, &batondriver.LockAcquireParams{Key: f.key, Token: b, Limit: 2, TTL: time.Minute})
+			return err
+		},
+		"LockRelease": func() error {
+			_, err := f.d.LockRelease(ended, &batondriver.LockReleaseParams{Key: f.key, Token: a, Fence: held.Fence})
+			return err
+		},
+		"LockExtend": func() error {
+			_, err := f.d.LockExtend(ended, &batondriver.LockExtendParams{Key: f.key, Token: a, Fence: held.Fence, TTL: time.Hour})
+			return err
+		},
+		"LockSetLimit": func() error {
+			_, err := f.d.LockSetLimit(ended, &batondriver.LockSetLimitParams{Key: f.key, Limit: 5})
+			return err
+		},
+		"LockInspect": func() error {
+			_, err := f.d.LockInspect(ended, &batondriver.LockInspectParams{Key: f.key})
+			return err
+		},
+		"LockList": func() error {
+			_, err := f.d.LockList(ended, &batondriver.LockListParams{})
+			return err
+		},
+	}
+	for name, call := range calls {
+		require.ErrorIs(t, call(), context.Canceled, "%s with an ended context", name)
+	}
+	after := f.inspect()
+	require.Equal(t, before.Limit, after.Limit)
+	require.False(t, after.Override, "no limit set")
+	require.Equal(t, before.LastFence, after.LastFence, "nothing granted")
+	require.Len(t, after.Holders, 1, "held still, by a alone")
+	require.LessOrEqual(t, after.Holders[0].TTL, before.Holders[0].TTL, "not extended")
+}

@@ -2,6 +2,10 @@
 // backend, for one process, with no server. It serves tests, demos and
 // programs that need Baton's locks and jobs only within themselves.
 //
+// A call whose context has ended does nothing and returns the context's
+// error, as a call to Redis does. Once under way, a call is not cut short
+// by its context (it takes microseconds), but for JobWait, which waits.
+//
 // Time is the process's monotonic clock. A lock key that goes idle (no
 // holder, no waiter, no give-up mark) is forgotten at once unless it has a
 // limit override: its fences come from one counter per Driver, so they keep
@@ -249,7 +253,10 @@ func (s *lockState) position(token string) int {
 }
 
 // LockAcquire implements batondriver.LockDriver.
-func (d *Driver) LockAcquire(_ context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
+func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if p.Key == "" || p.Token == "" {
 		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
 	}
@@ -294,7 +301,10 @@ func (d *Driver) LockAcquire(_ context.Context, p *batondriver.LockAcquireParams
 }
 
 // LockRelease implements batondriver.LockDriver.
-func (d *Driver) LockRelease(_ context.Context, p *batondriver.LockReleaseParams) (*batondriver.LockReleaseResult, error) {
+func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleaseParams) (*batondriver.LockReleaseResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if p.Key == "" || p.Token == "" {
 		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
 	}
@@ -335,7 +345,10 @@ func (d *Driver) LockRelease(_ context.Context, p *batondriver.LockReleaseParams
 }
 
 // LockExtend implements batondriver.LockDriver.
-func (d *Driver) LockExtend(_ context.Context, p *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
+func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if p.Key == "" || p.Token == "" || p.TTL < time.Millisecond || p.Fence == 0 {
 		return nil, fmt.Errorf("%w: key %q, TTL %v, Fence %d", batondriver.ErrBadParams, p.Key, p.TTL, p.Fence)
 	}
@@ -363,7 +376,10 @@ func (d *Driver) LockExtend(_ context.Context, p *batondriver.LockExtendParams) 
 }
 
 // LockSetLimit implements batondriver.LockDriver.
-func (d *Driver) LockSetLimit(_ context.Context, p *batondriver.LockSetLimitParams) (*batondriver.LockSetLimitResult, error) {
+func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitParams) (*batondriver.LockSetLimitResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if p.Key == "" || (!p.Reset && p.Limit < 0) {
 		return nil, fmt.Errorf("%w: key %q, Limit %d", batondriver.ErrBadParams, p.Key, p.Limit)
 	}
@@ -382,7 +398,10 @@ func (d *Driver) LockSetLimit(_ context.Context, p *batondriver.LockSetLimitPara
 }
 
 // LockInspect implements batondriver.LockDriver.
-func (d *Driver) LockInspect(_ context.Context, p *batondriver.LockInspectParams) (*batondriver.LockInspectResult, error) {
+func (d *Driver) LockInspect(ctx context.Context, p *batondriver.LockInspectParams) (*batondriver.LockInspectResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if p.Key == "" {
 		return nil, fmt.Errorf("%w: empty key", batondriver.ErrBadParams)
 	}

@@ -377,7 +377,10 @@ func checkInsert(i int, in *batondriver.JobInsert) error {
 // an available or parked job's RunAt is the time of the insert (a past
 // RunAt is not kept). Either every job is inserted, resolved to its twin or
 // rejected, or, on invalid params, nothing is done.
-func (d *Driver) JobInsert(_ context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
@@ -517,7 +520,10 @@ func (q *queueState) conflict(u *batondriver.JobUnique, in *batondriver.JobInser
 // follow them in Jobs, with fences after theirs; they neither count toward
 // Max nor change More. A job chained behind an expired lease goes back to
 // its key's parked jobs first and is not counted in Recovered.
-func (d *Driver) JobFetch(_ context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
@@ -733,7 +739,10 @@ func (d *Driver) JobWait(ctx context.Context, p *batondriver.JobWaitParams) erro
 // never extended, even before a fetch takes its job back. Extending a
 // chained job extends the job ahead of it, and the reverse: both keep one
 // LeaseUntil.
-func (d *Driver) JobExtend(_ context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
+func (d *Driver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
@@ -786,7 +795,10 @@ func (q *queueState) extend(j *job, until time.Time) {
 // of the job ahead expires (see unchain). With Chain, jobs are chained
 // behind those, in the order of the outcomes, then behind the jobs Fetch
 // leases, and follow the leased jobs in Jobs.
-func (d *Driver) JobFinish(_ context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
@@ -933,7 +945,10 @@ func (q *queueState) complete(j *job, retention time.Duration, now time.Time) {
 }
 
 // JobGet implements batondriver.JobDriver.
-func (d *Driver) JobGet(_ context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
+func (d *Driver) JobGet(ctx context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkJob(p.Queue, p.ID); err != nil {
 		return nil, err
 	}
@@ -952,7 +967,10 @@ func (d *Driver) JobGet(_ context.Context, p *batondriver.JobGetParams) (*batond
 // fetch order (priority, then arrival), scheduled ones by RunAt, running
 // ones by AttemptedAt, parked ones by ParkedAt then park order, the others
 // by FinishedAt. A Limit of 0 means 100. Each call sorts the state's jobs.
-func (d *Driver) JobList(_ context.Context, p *batondriver.JobListParams) (*batondriver.JobListResult, error) {
+func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*batondriver.JobListResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
@@ -996,7 +1014,10 @@ func (d *Driver) JobList(_ context.Context, p *batondriver.JobListParams) (*bato
 // waiter woken, or parked if its key is busy, whatever its OnBusy. An
 // available job is returned as it is; completed, running and parked jobs
 // cannot be retried.
-func (d *Driver) JobRetry(_ context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
+func (d *Driver) JobRetry(ctx context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkJob(p.Queue, p.ID); err != nil {
 		return nil, err
 	}
@@ -1041,7 +1062,10 @@ func (d *Driver) JobRetry(_ context.Context, p *batondriver.JobGetParams) (*bato
 // key in (when their default limits differ). Either promotes in the same
 // step. A period claim stays until it lapses; other claims of the job are
 // released.
-func (d *Driver) JobDelete(_ context.Context, p *batondriver.JobGetParams) error {
+func (d *Driver) JobDelete(ctx context.Context, p *batondriver.JobGetParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := checkJob(p.Queue, p.ID); err != nil {
 		return err
 	}
@@ -1070,7 +1094,10 @@ func (d *Driver) JobDelete(_ context.Context, p *batondriver.JobGetParams) error
 
 // QueueStats implements batondriver.JobDriver. Counts has every state, zeros
 // included; an unknown queue has only zeros.
-func (d *Driver) QueueStats(_ context.Context, p *batondriver.QueueParams) (*batondriver.QueueStatsResult, error) {
+func (d *Driver) QueueStats(ctx context.Context, p *batondriver.QueueParams) (*batondriver.QueueStatsResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
@@ -1100,7 +1127,10 @@ func (d *Driver) QueueStats(_ context.Context, p *batondriver.QueueParams) (*bat
 }
 
 // QueueList implements batondriver.JobDriver. The names are sorted.
-func (d *Driver) QueueList(context.Context) ([]string, error) {
+func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s := &d.jobs
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1116,7 +1146,10 @@ func (d *Driver) QueueList(context.Context) ([]string, error) {
 
 // QueuePause implements batondriver.JobDriver. A queue may be paused before
 // it has jobs.
-func (d *Driver) QueuePause(_ context.Context, p *batondriver.QueuePauseParams) error {
+func (d *Driver) QueuePause(ctx context.Context, p *batondriver.QueuePauseParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := checkQueue(p.Queue); err != nil {
 		return err
 	}

@@ -507,7 +507,10 @@ func keyNotFound(queue, key string) error {
 
 // KeySetLimit implements batondriver.KeyDriver. A key never used before is
 // created by it, and kept, like every used key, for the Driver's life.
-func (d *Driver) KeySetLimit(_ context.Context, p *batondriver.KeySetLimitParams) (*batondriver.KeyInfo, error) {
+func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitParams) (*batondriver.KeyInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkKey(p.Queue, p.Key); err != nil {
 		return nil, err
 	}
@@ -532,7 +535,10 @@ func (d *Driver) KeySetLimit(_ context.Context, p *batondriver.KeySetLimitParams
 }
 
 // KeyGet implements batondriver.KeyDriver. A key is found while active.
-func (d *Driver) KeyGet(_ context.Context, p *batondriver.KeyParams) (*batondriver.KeyInfo, error) {
+func (d *Driver) KeyGet(ctx context.Context, p *batondriver.KeyParams) (*batondriver.KeyInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkKey(p.Queue, p.Key); err != nil {
 		return nil, err
 	}
@@ -548,7 +554,10 @@ func (d *Driver) KeyGet(_ context.Context, p *batondriver.KeyParams) (*batondriv
 
 // KeyList implements batondriver.KeyDriver. It sorts the queue's active
 // keys on each call: O(n log n) in memory, where Redis reads an index.
-func (d *Driver) KeyList(_ context.Context, p *batondriver.KeyListParams) (*batondriver.KeyListResult, error) {
+func (d *Driver) KeyList(ctx context.Context, p *batondriver.KeyListParams) (*batondriver.KeyListResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,10 @@ import (
 )
 
 // QueueScheduleRegister implements batondriver.JobDriver.
-func (d *Driver) QueueScheduleRegister(_ context.Context, p *batondriver.QueueScheduleParams) error {
+func (d *Driver) QueueScheduleRegister(ctx context.Context, p *batondriver.QueueScheduleParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := checkQueue(p.Queue); err != nil {
 		return err
 	}
@@ -41,7 +44,10 @@ func (d *Driver) QueueScheduleRegister(_ context.Context, p *batondriver.QueueSc
 }
 
 // QueueScheduleList implements batondriver.JobDriver.
-func (d *Driver) QueueScheduleList(_ context.Context, p *batondriver.QueueParams) (*batondriver.QueueScheduleListResult, error) {
+func (d *Driver) QueueScheduleList(ctx context.Context, p *batondriver.QueueParams) (*batondriver.QueueScheduleListResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
