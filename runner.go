@@ -192,6 +192,9 @@ func (c *Client) Stop(ctx context.Context) error {
 // and after Stop there would be none, so those jobs would wait for their
 // leases to expire. It tries once per queue, while Stop's context lasts.
 func (r *runner) settleLost() {
+	if r.giveUp.Err() != nil {
+		return // no call could be sent
+	}
 	for _, q := range r.cfg.Queues {
 		ctx, cancel := context.WithTimeout(r.giveUp, r.leaseWait())
 		_, err := r.c.driver.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q.Name, Retention: r.cfg.CompletedRetention})

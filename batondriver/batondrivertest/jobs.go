@@ -1451,6 +1451,14 @@ func exerciseEndedContexts(t *testing.T, newDriver func(t *testing.T) batondrive
 			_, err := f.d.JobInsert(ended, &batondriver.JobInsertParams{Queue: q, Jobs: []*batondriver.JobInsert{newJob()}})
 			return err
 		},
+		"JobInsert of none": func() error {
+			_, err := f.d.JobInsert(ended, &batondriver.JobInsertParams{Queue: q})
+			return err
+		},
+		"JobFinish of none": func() error {
+			_, err := f.d.JobFinish(ended, &batondriver.JobFinishParams{Queue: q})
+			return err
+		},
 		"JobFetch": func() error {
 			_, err := f.d.JobFetch(ended, &batondriver.JobFetchParams{Queue: q, Max: 10, LeaseTTL: time.Minute})
 			return err

@@ -32,6 +32,11 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		return nil, jobErr(op, p.Queue, err)
 	}
 	if len(p.Jobs) == 0 {
+		// Nothing to send; an ended ctx is reported all the same, as
+		// every other call reports it.
+		if err := ctx.Err(); err != nil {
+			return nil, jobErr(op, p.Queue, err)
+		}
 		return &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}}, nil
 	}
 	ids := make([]string, len(p.Jobs))
@@ -441,6 +446,9 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		fetchMax, fetchTTL, leases = f.Max, f.LeaseTTL, newLeases(f.Max)
 	}
 	if len(p.Finished) == 0 && d.leases.lostCalls(p.Queue) == 0 {
+		if err := ctx.Err(); err != nil { // as for JobInsert
+			return nil, jobErr(op, p.Queue, err)
+		}
 		return &batondriver.JobFinishResult{}, nil
 	}
 	ids := make([]string, len(p.Finished))
