@@ -13,7 +13,8 @@
 //     workers, start to last outcome recorded;
 //  3. latency: insert-to-start latency of single jobs with idle workers;
 //  4. scripts: the server time of Baton's insert, fetch and finish scripts
-//     per job, each run alone (diagnosis).
+//     per job, each run alone, and the floors under one goroutine's calls
+//     (diagnosis).
 //
 // Baton's cells run in database 0, each on a key prefix of its own; asynq's
 // in database 1, each on a queue of its own. Every cell's keys are deleted
@@ -47,16 +48,17 @@ type plan struct {
 	latInserts int           // inserts of one latency cell
 	latIdle    time.Duration // how long the workers idle before the first insert
 	scriptJobs int           // jobs per step of the scripts part
+	floorCalls int           // calls per round of each row of the scripts part's table 4c
 	stopGrace  time.Duration // how long stopping a cell may take before it is an error
 }
 
 var (
 	fullPlan = plan{insRounds: 5, insWarm: 200 * time.Millisecond, insWindow: time.Second,
 		e2eJobs: 50000, e2eRounds: 3, e2eLimit: 2 * time.Minute,
-		latInserts: 2000, latIdle: 2 * time.Second, scriptJobs: 20000, stopGrace: 30 * time.Second}
+		latInserts: 2000, latIdle: 2 * time.Second, scriptJobs: 20000, floorCalls: 1000, stopGrace: 30 * time.Second}
 	quickPlan = plan{insRounds: 1, insWarm: 100 * time.Millisecond, insWindow: 300 * time.Millisecond,
 		e2eJobs: 5000, e2eRounds: 1, e2eLimit: 30 * time.Second,
-		latInserts: 200, latIdle: 2 * time.Second, scriptJobs: 2000, stopGrace: 15 * time.Second}
+		latInserts: 200, latIdle: 2 * time.Second, scriptJobs: 2000, floorCalls: 200, stopGrace: 15 * time.Second}
 )
 
 // verbose is set by -v: print per-command server breakdowns.

@@ -148,7 +148,10 @@ func runScripts(ctx context.Context, e *env) error {
 	t.Note("RTT: mean time of one driver call as the client saw it.")
 	t.Note("Fetches here find no due scheduled job, no expired lease and no completed job past retention.")
 	t.Print(os.Stdout)
-	return roundTripFloor(ctx, e)
+	if err := roundTripFloor(ctx, e); err != nil {
+		return err
+	}
+	return insertFloor(ctx, e)
 }
 
 // roundTripFloor prints what one goroutine's PING costs on each client: the
