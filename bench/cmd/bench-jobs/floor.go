@@ -168,8 +168,8 @@ func insertFloor(ctx context.Context, e *env) error {
 	t.Note("baton job_insert:    batonredis's Driver.JobInsert of one job (no Client), as in \"insert x1\" above.")
 	t.Note("server µs/call:      INFO commandstats usec per call of fcall (evalsha for asynq), in-script commands included,")
 	t.Note("                     over the measured rounds. round trip: mean call as the client saw it, median round.")
-	t.Note("All rows run on the same server in one run, each on keys of its own; rows 3 and 4 add one job per call to")
-	t.Note("available sets of their own, which so hold the same number of jobs round by round.")
+	t.Note("All rows run on the same server in one run, each on keys of its own. Rows 3 and 4 add one job per call,")
+	t.Note("each to an available set of its own: the two sets hold the same number of jobs in every round.")
 	t.Print(os.Stdout)
 	return nil
 }
