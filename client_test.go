@@ -621,6 +621,8 @@ func TestHandlerPastItsLostLeaseLeavesTheNewLeaseRenewed(t *testing.T) {
 		PollInterval: 10 * time.Millisecond, Logger: quiet})
 	require.NoError(t, err)
 	start(t, c)
+	letGo := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(letGo) // before Stop, which waits for the handler
 	ctx := context.Background()
 	res, err := c.Insert(ctx, emailArgs{}, nil)
 	require.NoError(t, err)
@@ -629,7 +631,7 @@ func TestHandlerPastItsLostLeaseLeavesTheNewLeaseRenewed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the job was not leased again after its first lease was lost")
 	}
-	close(release)
+	letGo()
 	waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
 	row, err := c.JobGet(ctx, "default", res.Job.ID)
 	require.NoError(t, err)

@@ -142,8 +142,9 @@ func (c *Client) Start(ctx context.Context) error {
 // leases expire); a call to the backend in flight is waited for at most
 // LeaseTTL. A handler that ignores its context delays Stop. Last, on a
 // backend over a network, it gives back the jobs that calls whose replies
-// were lost had leased, if ctx still lets it reach the backend (else they
-// run again when their leases expire).
+// were lost had leased, waiting for the backend as long as a fetch would
+// (at most 5s) and not past ctx; jobs it cannot give back run again when
+// their leases expire.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	r := c.runner
@@ -190,20 +191,25 @@ func (c *Client) Stop(ctx context.Context) error {
 // gives back the jobs leased by calls whose replies were lost does so with
 // the instance's next fetch or finish of the queue (batondriver.JobDriver),
 // and after Stop there would be none, so those jobs would wait for their
-// leases to expire. It tries once per queue, while Stop's context lasts.
+// leases to expire. The queues' calls go out at once and are waited for at
+// most leaseWait altogether, and not past Stop's context.
 func (r *runner) settleLost() {
 	if r.giveUp.Err() != nil {
 		return // no call could be sent
 	}
+	ctx, cancel := context.WithTimeout(r.giveUp, r.leaseWait())
+	defer cancel()
+	var wg sync.WaitGroup
 	for _, q := range r.cfg.Queues {
-		ctx, cancel := context.WithTimeout(r.giveUp, r.leaseWait())
-		_, err := r.c.driver.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q.Name, Retention: r.cfg.CompletedRetention})
-		cancel()
-		if err != nil {
-			r.log.Warn("baton: jobs leased by calls whose replies were lost could not be given back; they run again when their leases expire",
-				"queue", q.Name, "err", err)
-		}
+		wg.Go(func() {
+			_, err := r.c.driver.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q.Name, Retention: r.cfg.CompletedRetention})
+			if err != nil {
+				r.log.Warn("baton: jobs leased by calls whose replies were lost could not be given back; they run again when their leases expire",
+					"queue", q.Name, "err", err)
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // freeWorkers is how many workers have no job.

@@ -171,7 +171,7 @@ func (s *stallingSchedule) Next(t time.Time) time.Time {
 // latest tick due, within its turn, and not the tick whose turn is over.
 func TestStalledScheduleFiresTheLatestTickDue(t *testing.T) {
 	t.Parallel()
-	s := &stallingSchedule{every: 100 * time.Millisecond, stall: 125 * time.Millisecond}
+	s := &stallingSchedule{every: 200 * time.Millisecond, stall: 250 * time.Millisecond}
 	type fired struct{ tick, at time.Time }
 	firedc := make(chan fired, 100)
 	w := baton.NewWorkers()

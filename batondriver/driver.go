@@ -4,7 +4,8 @@
 // happens entirely or not at all, as seen by every process sharing the
 // backend. Time-based decisions (expiry, ordering) are made with the
 // backend's own clock, never with a caller's wall clock. A call whose
-// context has ended returns the context's error and does nothing.
+// context has ended does nothing and returns an error: the context's, or,
+// on some backends, ErrBadParams first if its parameters are invalid.
 //
 // The interface serves Baton's own packages. It may change between minor
 // versions; backends outside this module should expect to follow it. Every

@@ -56,8 +56,9 @@ type JobDriver interface {
 	// overwrites a newer state. Its Fetch and Chain lease nothing in a call
 	// run after ctx's deadline, and what a call that returned an error
 	// leased is given back, as for JobFetch; the outcomes are recorded. A
-	// finish with no outcomes records nothing but gives back what the
-	// instance's lost calls leased (a client's Stop makes one per queue).
+	// finish with no outcomes records nothing, leases as a fetch if Fetch is
+	// set, and gives back what the instance's lost calls to the queue
+	// leased (a client's Stop makes one per queue for that).
 	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
 
 	// JobGet returns one job, or ErrJobNotFound.

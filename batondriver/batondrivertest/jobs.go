@@ -819,6 +819,11 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.pause(true)
 		res = finishFetch(5, outcome(first[2], batondriver.JobOutcomeCompleted, "", time.Time{}))
 		require.Len(t, res.Jobs, 1)
+		// With no outcomes it is a fetch.
+		f.insert(newJob())
+		res = finishFetch(5)
+		require.Len(t, res.Jobs, 1, "a finish of no outcomes leases as a fetch")
+		require.Equal(t, batondriver.JobStateRunning, f.get(res.Jobs[0].ID).State)
 		_, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue,
 			Fetch: &batondriver.JobFinishFetch{Max: 0, LeaseTTL: time.Minute}})
 		require.ErrorIs(t, err, batondriver.ErrBadParams)

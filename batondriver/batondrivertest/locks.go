@@ -556,6 +556,13 @@ func exerciseLockEndedContexts(t *testing.T, newDriver func(t *testing.T) batond
 			_, err := f.d.LockList(ended, &batondriver.LockListParams{})
 			return err
 		},
+		"LockListen": func() error {
+			l, err := f.d.LockListen(ended, &batondriver.LockListenParams{Key: f.key, Token: b})
+			if err == nil {
+				l.Close()
+			}
+			return err
+		},
 	}
 	for name, call := range calls {
 		require.ErrorIs(t, call(), context.Canceled, "%s with an ended context", name)

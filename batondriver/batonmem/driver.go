@@ -435,7 +435,10 @@ func (d *Driver) LockInspect(ctx context.Context, p *batondriver.LockInspectPara
 }
 
 // LockListen implements batondriver.LockDriver.
-func (d *Driver) LockListen(_ context.Context, p *batondriver.LockListenParams) (batondriver.LockListener, error) {
+func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams) (batondriver.LockListener, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if p.Key == "" || p.Token == "" {
 		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
 	}

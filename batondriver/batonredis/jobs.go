@@ -32,9 +32,7 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		return nil, jobErr(op, p.Queue, err)
 	}
 	if len(p.Jobs) == 0 {
-		// Nothing to send; an ended ctx is reported all the same, as
-		// every other call reports it.
-		if err := ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil { // as for JobFinish
 			return nil, jobErr(op, p.Queue, err)
 		}
 		return &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}}, nil
@@ -429,7 +427,9 @@ func (d *Driver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) 
 // JobFinish implements batondriver.JobDriver. If ctx has a deadline and the
 // call may lease (Fetch or Chain), the script leases nothing once the
 // server's clock is past it, as JobFetch does; the outcomes are recorded
-// all the same.
+// all the same. A finish with no outcomes and no Fetch only settles the
+// queue's lost calls: with none, it sends nothing; with more than one call
+// settles, it calls again while each call settles some.
 func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
 	const op = "finish in"
 	if err := checkQueue(p.Queue); err != nil {
@@ -438,18 +438,38 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 	if p.Retention < 0 {
 		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Retention %v", batondriver.ErrBadParams, p.Retention))
 	}
+	if len(p.Finished) > 0 || p.Fetch != nil {
+		return d.finish(ctx, p)
+	}
+	lost := d.leases.lostCalls(p.Queue)
+	if lost == 0 {
+		// Nothing to send; an ended ctx is reported all the same, as
+		// every other call reports it.
+		if err := ctx.Err(); err != nil {
+			return nil, jobErr(op, p.Queue, err)
+		}
+		return &batondriver.JobFinishResult{}, nil
+	}
+	for {
+		res, err := d.finish(ctx, p)
+		left := d.leases.lostCalls(p.Queue)
+		if err != nil || left == 0 || left >= lost {
+			return res, err
+		}
+		lost = left
+	}
+}
+
+// finish runs job_finish for JobFinish, which has checked the queue and
+// the retention.
+func (d *Driver) finish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	const op = "finish in"
 	fetchMax, fetchTTL, leases := 0, time.Duration(0), ""
 	if f := p.Fetch; f != nil {
 		if f.Max < 1 || f.LeaseTTL < time.Millisecond {
 			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Fetch.Max %d, Fetch.LeaseTTL %v", batondriver.ErrBadParams, f.Max, f.LeaseTTL))
 		}
 		fetchMax, fetchTTL, leases = f.Max, f.LeaseTTL, newLeases(f.Max)
-	}
-	if len(p.Finished) == 0 && d.leases.lostCalls(p.Queue) == 0 {
-		if err := ctx.Err(); err != nil { // as for JobInsert
-			return nil, jobErr(op, p.Queue, err)
-		}
-		return &batondriver.JobFinishResult{}, nil
 	}
 	ids := make([]string, len(p.Finished))
 	var waits int64

@@ -112,7 +112,10 @@ func (r *leaseRecords) queue(name string) *queueRecords {
 func (r *leaseRecords) lostCalls(queue string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.queue(queue).lost)
+	if q := r.queues[queue]; q != nil {
+		return len(q.lost)
+	}
+	return 0
 }
 
 // keys returns the queue's keys followed by the call's record key, if any,

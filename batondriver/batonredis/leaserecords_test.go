@@ -109,26 +109,44 @@ func TestLostFinishReplyGivesJobsBack(t *testing.T) {
 }
 
 // A finish with no outcomes settles the lost calls too (a client's Stop
-// makes one per queue), and with none lost it makes no call at all.
+// makes one per queue), all of them though one call settles at most
+// maxSettle, and with none lost it makes no call at all.
 func TestEmptyFinishSettlesLostCalls(t *testing.T) {
 	t.Parallel()
 	px, d, check, q := lostReplySetup(t)
-	rows := insertJobs(t, check, q, newJob("k", 1))
+	jobs := make([]*batondriver.JobInsert, maxSettle+3)
+	for i := range jobs {
+		jobs[i] = newJob("k", 1)
+	}
+	rows := insertJobs(t, check, q, jobs...)
 	empty := func() error {
 		_, err := d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q})
 		return err
 	}
 
-	px.LoseReplyTo("_job_fetch")
-	_, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
-	require.Error(t, err, "the reply was lost")
-	state, _ := jobState(t, check, q, rows[0].ID)
-	require.Equal(t, batondriver.JobStateRunning, state, "the server ran the lost fetch")
+	// Each fetch settles the oldest maxSettle calls lost before it, and
+	// leases a job; its reply is lost, so the driver keeps them all lost,
+	// and the jobs of the last calls are running under leases nobody holds.
+	for range rows {
+		px.LoseReplyTo("_job_fetch")
+		_, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+		require.Error(t, err, "the reply was lost")
+	}
+	require.Equal(t, len(rows), d.leases.lostCalls(q))
+	running := 0
+	for _, r := range rows {
+		if state, _ := jobState(t, check, q, r.ID); state == batondriver.JobStateRunning {
+			running++
+		}
+	}
+	require.NotZero(t, running, "the jobs of the calls no later call settled")
 
 	require.NoError(t, empty())
-	state, attempt := jobState(t, check, q, rows[0].ID)
-	require.Equal(t, batondriver.JobStateAvailable, state, "given back")
-	require.Zero(t, attempt, "as never leased")
+	for _, r := range rows {
+		state, attempt := jobState(t, check, q, r.ID)
+		require.Equal(t, batondriver.JobStateAvailable, state, "given back")
+		require.Zero(t, attempt, "as never leased")
+	}
 	require.Zero(t, d.leases.lostCalls(q), "settled")
 
 	px.Partition()

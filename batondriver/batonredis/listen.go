@@ -62,6 +62,9 @@ func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams
 	if err := checkKeyToken(p.Key, p.Token); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("batonredis: listen on %q: %w", p.Key, err)
+	}
 	channel := d.lockKeys(p.Key).channel + d.id
 	d.mu.Lock()
 	if d.closed {
