@@ -107,3 +107,66 @@ func ExamplePeriodicJob() {
 	// configured: true
 	// next tick after 10:07: 10:15
 }
+
+// Many jobs in one round trip: InsertMany stores them all or none, in
+// order, each with its own options.
+func ExampleClient_InsertMany() {
+	client, err := baton.NewClient(batonmem.New(), &baton.Config{Logger: quiet})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	batch := []*baton.InsertManyParams{
+		{Args: SyncArgs{UserID: 1}},
+		{Args: SyncArgs{UserID: 2}, Opts: &baton.InsertOpts{Priority: 5}},
+		{Args: SyncArgs{UserID: 3}, Opts: &baton.InsertOpts{Delay: time.Hour}},
+	}
+	res, err := client.InsertMany(ctx, batch)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range res {
+		fmt.Printf("%s, priority %d: %s\n", r.Job.Args, r.Job.Priority, r.Job.State)
+	}
+	// Output:
+	// {"user_id":1}, priority 0: available
+	// {"user_id":2}, priority 5: available
+	// {"user_id":3}, priority 0: scheduled
+}
+
+// A job that used up its attempts waits in the dead set with its errors,
+// until an operator (or the baton command, or the dashboard) retries it.
+func ExampleClient_JobRetry() {
+	var fail atomic.Bool
+	fail.Store(true)
+	ran := make(chan int, 2)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[SyncArgs](func(ctx context.Context, job *baton.Job[SyncArgs]) error {
+		defer func() { ran <- job.Attempt }()
+		if fail.Load() {
+			return errors.New("upstream down")
+		}
+		return nil
+	}), nil)
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{Workers: workers, Logger: quiet})
+	ctx := context.Background()
+	_ = client.Start(ctx)
+	defer func() { _ = client.Stop(ctx) }()
+	_, _ = client.Insert(ctx, SyncArgs{UserID: 9}, &baton.InsertOpts{MaxAttempts: 1})
+	<-ran
+
+	var dead []*baton.JobRow
+	for i := 0; len(dead) == 0 && i < 1000; i++ { // the outcome is recorded just after the handler returns
+		time.Sleep(time.Millisecond)
+		dead, _, _ = client.JobList(ctx, "default", baton.JobStateDead, nil)
+	}
+	fmt.Printf("dead after %d attempt: %s\n", dead[0].Attempt, dead[0].Errors[0].Error)
+	fail.Store(false)
+	row, err := client.JobRetry(ctx, "default", dead[0].ID)
+	fmt.Println("retried:", row.State, err)
+	fmt.Println("ran again, attempt", <-ran)
+	// Output:
+	// dead after 1 attempt: upstream down
+	// retried: available <nil>
+	// ran again, attempt 1
+}
