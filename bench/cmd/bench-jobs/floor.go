@@ -24,11 +24,15 @@ import (
 // server for table 4c: benchfloor_empty does nothing;
 // benchfloor_commands runs the five commands job_insert.lua runs for one
 // plain job made available (joblib.lua's now_ms, store_plain, next_seqs,
-// flush_available and wake), with none of its other logic. Both take the
-// KEYS and ARGV of Baton's insert of one job: the fifteen queue keys
-// (KEYS[1] the meta hash, KEYS[2] the available set, KEYS[8] the wake
+// flush_available and wake), with none of its other logic;
+// benchfloor_list stores the job as they do but orders it only by a list,
+// as asynq does (no arrival number, no sorted set). These take the KEYS
+// and ARGV of Baton's insert of one job: the fifteen queue keys (KEYS[1]
+// the meta hash, KEYS[2] the available set, or the list, KEYS[8] the wake
 // list), the job's key, and its fifteen arguments (ARGV[1] id, 2 kind,
-// 3 args, 4 priority, 5 max attempts).
+// 3 args, 4 priority, 5 max attempts). benchfloor_list_slim is
+// benchfloor_list taking only what it reads: the list, the wake list and
+// the job's key, and the first five arguments.
 const floorLibrary = `#!lua name=benchfloor
 redis.register_function('benchfloor_empty', function(KEYS, ARGV)
   return 1
@@ -43,7 +47,34 @@ redis.register_function('benchfloor_commands', function(KEYS, ARGV)
   redis.call('LPUSH', KEYS[8], '1')
   return 1
 end)
+redis.register_function('benchfloor_list', function(KEYS, ARGV)
+  local t = redis.call('TIME')
+  local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  redis.call('HSET', KEYS[16], 'kind', ARGV[2], 'args', ARGV[3], 'prio', ARGV[4],
+    'attempt', '0', 'max', ARGV[5], 'created', now, 'state', 'available', 'run_at', now)
+  redis.call('LPUSH', KEYS[2], ARGV[1])
+  redis.call('LPUSH', KEYS[8], '1')
+  return 1
+end)
+redis.register_function('benchfloor_list_slim', function(KEYS, ARGV)
+  local t = redis.call('TIME')
+  local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  redis.call('HSET', KEYS[3], 'kind', ARGV[2], 'args', ARGV[3], 'prio', ARGV[4],
+    'attempt', '0', 'max', ARGV[5], 'created', now, 'state', 'available', 'run_at', now)
+  redis.call('LPUSH', KEYS[1], ARGV[1])
+  redis.call('LPUSH', KEYS[2], '1')
+  return 1
+end)
 `
+
+// floorSlimFcall is the FCALL of benchfloor_list_slim: a list, the wake
+// list and the job's key, and the five arguments it reads.
+func floorSlimFcall(c rueidis.Client, prefix, queue string, args []byte) rueidis.Completed {
+	base := prefix + ":queue:{" + queue + "}:"
+	id := jobid.New()
+	return c.B().Fcall().Function("benchfloor_list_slim").Numkeys(3).Key(base+"available", base+"wake", base+"job:"+id).
+		Arg(id, "bench", string(args), "1", "25").Build()
+}
 
 // floorQueueKeys are the suffixes of the fifteen queue keys, in the order
 // Baton's job functions take them (batonredis's jobkeys.go, which the bench
@@ -116,6 +147,12 @@ func insertFloor(ctx context.Context, e *env) error {
 		{"FCALL commands only", "fcall", func() error {
 			return rc.Do(ctx, floorFcall(rc, "benchfloor_commands", prefix, "commands", args)).Error()
 		}},
+		{"FCALL list model", "fcall", func() error {
+			return rc.Do(ctx, floorFcall(rc, "benchfloor_list", prefix, "list", args)).Error()
+		}},
+		{"FCALL list model, slim", "fcall", func() error {
+			return rc.Do(ctx, floorSlimFcall(rc, prefix, "slim", args)).Error()
+		}},
 		{"baton job_insert (driver)", "fcall", func() error {
 			_, err := b.Driver.JobInsert(ctx, &batondriver.JobInsertParams{Queue: "baton",
 				Jobs: []*batondriver.JobInsert{{Kind: "bench", Args: args, Priority: 1, MaxAttempts: 25}}})
@@ -165,11 +202,14 @@ func insertFloor(ctx context.Context, e *env) error {
 	t.Note("                     Baton's insert of one job: the 15 queue keys and the job's key, its 15 arguments.")
 	t.Note("FCALL commands only: the same call to a function running job_insert's commands for one available job and")
 	t.Note("                     nothing else: TIME, HSET of 8 fields, HINCRBY seq, ZADD to the available set, LPUSH wake.")
+	t.Note("FCALL list model:    not Baton: the same call to a function for a data model with no order but a list's,")
+	t.Note("                     as asynq has: TIME, the HSET, LPUSH of the ID onto a list, LPUSH wake (no HINCRBY, no ZADD).")
+	t.Note("FCALL list model, slim: that function with only the keys and arguments it reads: 3 keys, 5 arguments.")
 	t.Note("baton job_insert:    batonredis's Driver.JobInsert of one job (no Client), as in \"insert x1\" above.")
 	t.Note("server µs/call:      INFO commandstats usec per call of fcall (evalsha for asynq), in-script commands included,")
 	t.Note("                     over the measured rounds. round trip: mean call as the client saw it, median round.")
-	t.Note("All rows run on the same server in one run, each on keys of its own. Rows 3 and 4 add one job per call,")
-	t.Note("each to an available set of its own: the two sets hold the same number of jobs in every round.")
+	t.Note("All rows run on the same server in one run, each on keys of its own. The rows after the empty FCALL add")
+	t.Note("one job per call, each to an available set or list of its own: they hold as many jobs in every round.")
 	t.Print(os.Stdout)
 	return nil
 }
