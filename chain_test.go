@@ -3,6 +3,7 @@ package baton_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/batondriver/batonmem"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -533,4 +535,111 @@ func TestChainOutlivesItsLease(t *testing.T) {
 		}
 		require.GreaterOrEqual(t, d.chained.Load(), int64(n-3), "the key's jobs were not chained")
 	})
+}
+
+// congestedFinishes stalls the first finish of each of the stall jobs
+// until its caller gives up (a call that never reached the server), so
+// that the completer's call slots are all taken; it runs the first finish
+// of the job ahead at once but holds its reply, within the call's
+// deadline, until the outcome of the job chained behind it is recorded.
+type congestedFinishes struct {
+	batondriver.JobDriver
+	mu        sync.Mutex
+	stall     map[string]int // stall job ID -> its place, until its finish is stalled
+	gates     [5]chan struct{}
+	ahead     string // the job ahead's ID, until its finish is held
+	chained   string // the ID of the job chained behind it
+	recorded  chan struct{}
+	record    sync.Once
+	cutOff    atomic.Bool // the held reply came too late
+	heldAhead atomic.Bool
+}
+
+func (d *congestedFinishes) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	d.mu.Lock()
+	stall, hold, chained := -1, false, false
+	for _, f := range p.Finished {
+		if i, ok := d.stall[f.ID]; ok {
+			stall = i
+			delete(d.stall, f.ID)
+		}
+		if f.ID == d.ahead {
+			hold, d.ahead = true, ""
+		}
+		chained = chained || f.ID == d.chained
+	}
+	d.mu.Unlock()
+	if stall >= 0 {
+		close(d.gates[stall+1])
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	res, err := d.JobDriver.JobFinish(ctx, p)
+	if err == nil && chained {
+		d.record.Do(func() { close(d.recorded) })
+	}
+	if err == nil && hold {
+		d.heldAhead.Store(true)
+		select {
+		case <-d.recorded:
+		case <-ctx.Done():
+			d.cutOff.Store(true)
+			return nil, ctx.Err()
+		}
+	}
+	return res, err
+}
+
+// A chained job that has returned waits for the finish of the job ahead
+// at most LeaseTTL. When the completer is congested (its call slots all
+// taken by stalled calls), that finish may land after the wait ran out
+// and the chained job's worker went on: the job the finish chained behind
+// it then has no worker to run on, and must be given back, not left
+// leased to nobody until its lease expires and its attempt is counted.
+func TestJobChainedBehindAWorkerGoneOnIsGivenBack(t *testing.T) {
+	t.Parallel()
+	const leaseTTL = 400 * time.Millisecond
+	d := &congestedFinishes{JobDriver: batonmem.New(), stall: map[string]int{}, recorded: make(chan struct{})}
+	for i := range d.gates {
+		d.gates[i] = make(chan struct{})
+	}
+	close(d.gates[0])
+	thirdRan := make(chan int, 10)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(_ context.Context, job *baton.Job[emailArgs]) error {
+		var i int
+		_, err := fmt.Sscanf(job.Args.To, "stall%d", &i)
+		require.NoError(t, err)
+		<-d.gates[i] // each stall job's finish in a batch of its own
+		return nil
+	}), nil)
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+		switch job.Args.N {
+		case 0:
+			<-d.gates[4]                       // every call slot taken
+			time.Sleep(150 * time.Millisecond) // the finish waits less than the chained job does
+		case 2:
+			thirdRan <- job.Attempt
+		}
+		return nil
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 5, LeaseTTL: leaseTTL,
+		PollInterval: 50 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	ids := insertBacklog(t, c, "a", 3)
+	d.ahead, d.chained = ids[0], ids[1]
+	for i := range 4 {
+		res, err := c.Insert(t.Context(), emailArgs{To: fmt.Sprintf("stall%d", i)}, nil)
+		require.NoError(t, err)
+		d.stall[res.Job.ID] = i
+	}
+	start(t, c)
+	select {
+	case attempt := <-thirdRan:
+		require.False(t, d.cutOff.Load(), "the held reply of the job ahead's finish came after its deadline")
+		require.True(t, d.heldAhead.Load())
+		require.Equal(t, 1, attempt, "the job chained behind the worker that went on waited out its lease, its attempt counted")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the third job never ran")
+	}
 }

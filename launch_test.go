@@ -36,7 +36,7 @@ func TestLaunchChainsBehindTheSameLease(t *testing.T) {
 			ahead := &execution{queue: "q", row: &JobRow{ID: "a", Fence: 20, Lease: "la"}, ctx: ctx, cancel: cancel}
 			r.running[execKey{"q", "a"}] = ahead
 			row := &JobRow{ID: "b", After: "a", Fence: tc.fence, Lease: "lb"}
-			started, back := r.launch("q", []*JobRow{row}, time.Now(), true, nil)
+			started, back := r.launch("q", []*JobRow{row}, time.Now(), true)
 			require.Zero(t, started)
 			if tc.behind {
 				require.Same(t, row, ahead.next)

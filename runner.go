@@ -378,7 +378,7 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 		if !res.NextRunAt.IsZero() && (next.IsZero() || res.NextRunAt.Before(next)) {
 			next = res.NextRunAt
 		}
-		if _, back := r.launch(queue, res.Jobs, sent, false, nil); len(back) > 0 {
+		if _, back := r.launch(queue, res.Jobs, sent, false); len(back) > 0 {
 			r.finish(queue, back, 0, nil, nil)
 		}
 		if res.More && !upkeep {
@@ -461,9 +461,11 @@ func (r *runner) leaseWait() time.Duration {
 // launch starts the jobs a fetch or finish sent at sent leased: each on a
 // free worker or, if reserved, on one of the workers handed to the
 // completer. It makes each chained job the next job of the one it is
-// chained behind: one of these, one running, or one of chained (the
-// executions whose chainDone the caller closes next, which may have
-// returned already).
+// chained behind: one of these, or one in running, which has not yet
+// looked for its next job (follow). A chained execution whose chainDone
+// the caller closes next is there while it waits for it; once it has
+// gone on without (its lease lost, or its wait for the finish run out) it
+// is not, and a job chained behind it would run on no worker.
 //
 // It returns how many jobs it started, and the outcomes that give back the
 // jobs it cannot run, for the caller to record: the leased ones once Stop
@@ -478,7 +480,7 @@ func (r *runner) leaseWait() time.Duration {
 // and the backend has put the chained job back at the head of its key's
 // parked jobs. Run behind it, the chained job would run under a lease
 // taken back, beside its next lease (see ahead).
-func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved bool, chained []*execution) (int, []*batondriver.JobFinish) {
+func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved bool) (int, []*batondriver.JobFinish) {
 	until := sent.Add(r.cfg.LeaseTTL - leaseMargin(r.cfg.LeaseTTL))
 	var es []*execution
 	var back []*batondriver.JobFinish
@@ -504,11 +506,6 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 			continue
 		}
 		e := r.running[execKey{queue, row.After}]
-		for _, c := range chained {
-			if e == nil && c.row.ID == row.After {
-				e = c
-			}
-		}
 		if e == nil || !ahead(e.row, row) || e.next != nil || r.stopping {
 			back = append(back, giveBack(row))
 			continue
@@ -952,7 +949,7 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 			tried = nil
 		}
 		if err == nil {
-			started, back := r.launch(queue, res.Jobs, sent, true, chained)
+			started, back := r.launch(queue, res.Jobs, sent, true)
 			r.releaseSlots(slots - started)
 			if len(back) > 0 {
 				// Leased as Stop began, or chained behind a job that is
