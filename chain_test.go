@@ -643,3 +643,78 @@ func TestJobChainedBehindAWorkerGoneOnIsGivenBack(t *testing.T) {
 		t.Fatal("the third job never ran")
 	}
 }
+
+// heldFetchDriver holds the fetches made once armed until released (or
+// their callers give up), and reports when a wait for inserts is cut off.
+type heldFetchDriver struct {
+	batondriver.JobDriver
+	armed   atomic.Bool
+	held    chan struct{} // a value per fetch held
+	release chan struct{}
+	cut     chan struct{} // a value per wait cut off by its context
+}
+
+func (d *heldFetchDriver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	if d.armed.Load() {
+		d.held <- struct{}{}
+		select {
+		case <-d.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return d.JobDriver.JobFetch(ctx, p)
+}
+
+func (d *heldFetchDriver) JobWait(ctx context.Context, p *batondriver.JobWaitParams) error {
+	err := d.JobDriver.JobWait(ctx, p)
+	if ctx.Err() != nil {
+		select {
+		case d.cut <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// Stop starts no chained job, even while it waits for a fetch in flight
+// to be seen through: the job ahead's finish unchains it, and it keeps the
+// head of its key's parked jobs, its attempt not counted.
+func TestNoChainedJobStartsWhileStopSeesAFetchThrough(t *testing.T) {
+	t.Parallel()
+	d := &heldFetchDriver{JobDriver: batonmem.New(), held: make(chan struct{}, 10), release: make(chan struct{}),
+		cut: make(chan struct{}, 10)}
+	release := make(chan struct{})
+	began := make(chan struct{}, 1)
+	var ran [2]atomic.Int32
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+		ran[job.Args.N].Add(1)
+		if job.Args.N == 0 {
+			began <- struct{}{}
+			<-release
+		}
+		return nil
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, Logger: quiet, PollInterval: 5 * time.Second})
+	require.NoError(t, err)
+	ids := insertBacklog(t, c, "a", 2)
+	require.NoError(t, c.Start(t.Context()))
+	<-began // the second job is chained behind it: the fetch left no job available
+	d.armed.Store(true)
+	_, err = c.Insert(t.Context(), emailArgs{}, nil)
+	require.NoError(t, err)
+	<-d.held // the dispatcher's fetch is in flight
+	stopped := stopAsync(c, 5*time.Second)
+	<-d.cut // Stop has begun
+	close(release)
+	time.Sleep(50 * time.Millisecond) // the first job's worker goes on
+	close(d.release)
+	require.NoError(t, <-stopped)
+	require.EqualValues(t, 0, ran[1].Load(), "the chained job started after Stop began")
+	second, err := c.JobGet(t.Context(), "default", ids[1])
+	require.NoError(t, err)
+	require.Equal(t, baton.JobStateAvailable, second.State)
+	require.Zero(t, second.Attempt)
+}

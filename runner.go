@@ -644,8 +644,9 @@ func (r *runner) executeOne(e *execution) *execution {
 
 // follow starts the job chained behind e, which has returned (ok: with an
 // outcome to record, its lease not lost), on e's worker, under e's lease:
-// its execution, or nil if none is chained. Once Stop waits for the
-// executions, it reports instead that e's outcome must unchain the job
+// its execution, or nil if none is chained. Once Stop has begun (even
+// while it still sees a fetch in flight through, before it waits for the
+// executions), it reports instead that e's outcome must unchain the job
 // (JobFinish.Unchain), which goes back to the head of its key's parked
 // jobs. If e's lease was lost, so was the chained job's: it does not run,
 // and the backend puts it back when that lease expires. So too if the
@@ -665,7 +666,7 @@ func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
 	switch {
 	case row == nil || !ok || e.lost:
 		return nil, false
-	case r.stopping, len(r.cfg.Queues) > 1 && r.free-r.fetching <= 0, !time.Now().Before(e.until):
+	case r.stopping, r.fetchCtx.Err() != nil, len(r.cfg.Queues) > 1 && r.free-r.fetching <= 0, !time.Now().Before(e.until):
 		return nil, true
 	}
 	c := r.track(e.queue, row, e.until)
