@@ -69,7 +69,8 @@ func (c *Client) queueInserter(queue string) *queueInserter {
 // gives up before its group is sent has its job left out of it; once the
 // group's backend call is sent, it goes on for the others (and so may
 // insert a caller's job after its context ended, as any call in flight
-// may).
+// may). A caller whose call has returned when its context ends gets the
+// call's result: an error would say its job may not have been inserted.
 func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriver.JobInsert) (*insertResult, error) {
 	qi := c.queueInserter(queue)
 	qi.mu.Lock()
@@ -100,16 +101,20 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 	select {
 	case <-g.done:
 	case <-ctx.Done():
-		if g.turn != nil {
-			// Not sent yet: the job is left out, so that the error means
-			// it was not inserted.
-			qi.mu.Lock()
-			if !g.sent {
-				g.members[i].gone = true
+		select {
+		case <-g.done: // the call has returned too: its result stands
+		default:
+			if g.turn != nil {
+				// Not sent yet: the job is left out, so that the error
+				// means it was not inserted.
+				qi.mu.Lock()
+				if !g.sent {
+					g.members[i].gone = true
+				}
+				qi.mu.Unlock()
 			}
-			qi.mu.Unlock()
+			return nil, fmt.Errorf("baton: insert into %q: %w", queue, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("baton: insert into %q: %w", queue, context.Cause(ctx))
 	}
 	if g.err != nil {
 		return nil, g.err

@@ -5,6 +5,7 @@ package baton
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -132,4 +133,35 @@ func TestInsertGroupDropsJobOfCallerGone(t *testing.T) {
 		require.NotEqual(t, `{"n":1}`, string(j.Args), "the job of a caller that gave up before its group was sent was inserted")
 	}
 	require.Equal(t, maxInflight+1, total)
+}
+
+// cancellingInserts inserts, then ends the caller's context before it
+// answers: the reply of a call that succeeded arrives as the caller's
+// deadline passes.
+type cancellingInserts struct {
+	batondriver.JobDriver
+	cancel context.CancelFunc
+}
+
+func (d *cancellingInserts) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+	res, err := d.JobDriver.JobInsert(ctx, p)
+	d.cancel()
+	return res, err
+}
+
+// An insert whose call returned the job inserted returns it, even if the
+// caller's context ended meanwhile: an error would say that it may not have
+// been, and a caller that retries would insert it twice.
+func TestInsertReturnsJobInsertedAsContextEnds(t *testing.T) {
+	t.Parallel()
+	d := &cancellingInserts{JobDriver: batonmem.New()}
+	c, err := NewClient(d, &Config{AllowUnknownKinds: true})
+	require.NoError(t, err)
+	for i := range 64 {
+		ctx, cancel := context.WithCancel(context.Background())
+		d.cancel = cancel
+		res, err := c.Insert(ctx, groupArgs{N: i}, nil)
+		require.NoError(t, err, "insert #%d: the job was inserted", i)
+		require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, i), string(res.Job.Args))
+	}
 }
