@@ -124,11 +124,13 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 
 // send sends a group of the caller's job alone, in the caller's goroutine
 // and under its context: nobody else's job is in it (later callers form the
-// next group), so the caller's cancellation ends only its own call.
+// next group), so the caller's cancellation ends only its own call. The
+// call is over even if the driver panics (a caller may recover): else it
+// would be counted in flight for ever.
 func (c *Client) send(ctx context.Context, qi *queueInserter, queue string, g *insertGroup) {
+	defer c.handOn(qi)
 	g.results, g.err = c.insertBatches(ctx, queue, []*batondriver.JobInsert{g.members[0].job})
 	close(g.done)
-	c.handOn(qi)
 }
 
 // sendGroup inserts a group (but the jobs whose callers gave up before it

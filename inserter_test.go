@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,4 +165,39 @@ func TestInsertReturnsJobInsertedAsContextEnds(t *testing.T) {
 		require.NoError(t, err, "insert #%d: the job was inserted", i)
 		require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, i), string(res.Job.Args))
 	}
+}
+
+// panickyInserts panics in its first n inserts.
+type panickyInserts struct {
+	batondriver.JobDriver
+	n atomic.Int32
+}
+
+func (d *panickyInserts) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+	if d.n.Add(-1) >= 0 {
+		panic("driver bug")
+	}
+	return d.JobDriver.JobInsert(ctx, p)
+}
+
+// An insert whose driver call panics, the panic recovered by the caller
+// (as net/http does a handler's), leaves no call counted in flight: else,
+// after maxInflight of them, every insert into the queue would wait for a
+// call that never returns.
+func TestInsertPanicLeavesNoCallInFlight(t *testing.T) {
+	t.Parallel()
+	d := &panickyInserts{JobDriver: batonmem.New()}
+	d.n.Store(maxInflight)
+	c, err := NewClient(d, &Config{AllowUnknownKinds: true})
+	require.NoError(t, err)
+	for i := range maxInflight {
+		func() {
+			defer func() { require.Equal(t, "driver bug", recover()) }()
+			_, _ = c.Insert(context.Background(), groupArgs{N: i}, nil)
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = c.Insert(ctx, groupArgs{N: maxInflight}, nil)
+	require.NoError(t, err)
 }
