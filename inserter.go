@@ -46,8 +46,9 @@ type insertGroup struct {
 // groupMember is one caller's job in a group.
 type groupMember struct {
 	job      *batondriver.JobInsert
-	deadline time.Time // the caller's; zero: none
-	gone     bool      // the caller gave up before the group was sent: left out
+	deadline time.Time       // the caller's; zero: none
+	ended    <-chan struct{} // the caller's context's Done
+	gone     bool            // the caller gave up before the group was sent: left out
 }
 
 func (c *Client) queueInserter(queue string) *queueInserter {
@@ -65,8 +66,9 @@ func (c *Client) queueInserter(queue string) *queueInserter {
 }
 
 // insertGrouped inserts one job into queue, grouped with concurrent ones.
-// Every caller waits at most until its own context ends. A caller that
-// gives up before its group is sent has its job left out of it; once the
+// Every caller waits at most until its own context ends. A caller whose
+// context ends before its group is sent has its job left out of it (also
+// if the send comes before the caller has given up); once the
 // group's backend call is sent, it goes on for the others (and so may
 // insert a caller's job after its context ended, as any call in flight
 // may). A caller whose call has returned when its context ends gets the
@@ -89,7 +91,7 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 		}
 		i = len(g.members)
 		deadline, _ := ctx.Deadline()
-		g.members = append(g.members, groupMember{job: job, deadline: deadline})
+		g.members = append(g.members, groupMember{job: job, deadline: deadline, ended: ctx.Done()})
 		qi.mu.Unlock()
 		if i == 0 { // the first of a group sends it when its turn comes
 			go func() {
@@ -116,6 +118,12 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 			return nil, fmt.Errorf("baton: insert into %q: %w", queue, context.Cause(ctx))
 		}
 	}
+	if g.members[i].gone {
+		// Left out by the send, the context having ended (or its deadline
+		// passed) before this caller could give up.
+		<-ctx.Done()
+		return nil, fmt.Errorf("baton: insert into %q: %w", queue, context.Cause(ctx))
+	}
 	if g.err != nil {
 		return nil, g.err
 	}
@@ -133,8 +141,9 @@ func (c *Client) send(ctx context.Context, qi *queueInserter, queue string, g *i
 	close(g.done)
 }
 
-// sendGroup inserts a group (but the jobs whose callers gave up before it
-// was sent), then hands the queue to the next group or marks it idle. Its
+// sendGroup inserts a group (but the jobs of callers whose contexts ended,
+// or deadlines passed, before it was sent: they give up, or are about to),
+// then hands the queue to the next group or marks it idle. Its
 // backend call is not cancelled with the context of the caller who happens
 // to send it (ctx gives it its values only); it is bounded by the latest
 // deadline of the callers whose jobs it sends, or by groupSendTimeout if
@@ -147,7 +156,12 @@ func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string,
 	var index []int // in g.members, of each job sent
 	var deadline time.Time
 	unbounded := false
-	for i, m := range g.members {
+	now := time.Now()
+	for i := range g.members {
+		m := &g.members[i]
+		if !m.gone && (closed(m.ended) || !m.deadline.IsZero() && !now.Before(m.deadline)) {
+			m.gone = true // its caller gets its context's error: not sent
+		}
 		if m.gone {
 			continue
 		}
@@ -177,6 +191,16 @@ func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string,
 	}
 	close(g.done)
 	c.handOn(qi)
+}
+
+// closed reports whether ch is closed (never if nil).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // handOn hands the queue to the next group, or marks a call finished.

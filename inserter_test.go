@@ -201,3 +201,35 @@ func TestInsertPanicLeavesNoCallInFlight(t *testing.T) {
 	_, err = c.Insert(ctx, groupArgs{N: maxInflight}, nil)
 	require.NoError(t, err)
 }
+
+// A group's send leaves out the job of a caller whose context has ended,
+// though the caller has not yet marked its job gone (its goroutine has yet
+// to run): that caller gets its context's error, which must mean that its
+// job was not inserted. Here the first caller's deadline passed before the
+// send; the second has none.
+func TestInsertGroupLeavesOutJobOfContextEnded(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient(batonmem.New(), &Config{AllowUnknownKinds: true})
+	require.NoError(t, err)
+	job := func(n int) *batondriver.JobInsert {
+		_, ins, err := c.prepare(&InsertManyParams{Args: groupArgs{N: n}}, time.Now())
+		require.NoError(t, err)
+		return ins
+	}
+	qi := c.queueInserter("default")
+	turn := make(chan struct{})
+	close(turn)
+	g := &insertGroup{
+		members: []groupMember{{job: job(1), deadline: time.Now().Add(-time.Millisecond)}, {job: job(2)}},
+		turn:    turn, sending: true, done: make(chan struct{}),
+	}
+	qi.inflight, qi.next = 1, g // handed on by a call that returned (handOn)
+	c.sendGroup(context.Background(), qi, "default", g)
+	<-g.done
+	require.NoError(t, g.err)
+	require.JSONEq(t, `{"n":2}`, string(g.results[1].Job.Args))
+	jobs, total, err := c.JobList(context.Background(), "default", JobStateAvailable, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, total, "the job of a caller whose deadline had passed was sent: %+v", jobs)
+	require.Zero(t, qi.inflight)
+}
