@@ -418,6 +418,46 @@ func TestStrictPriority(t *testing.T) {
 	})
 }
 
+// downQueueDriver cannot fetch from one queue, as when the Redis Cluster
+// node holding its slot is down.
+type downQueueDriver struct {
+	batondriver.JobDriver
+	down string
+}
+
+func (d downQueueDriver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	if p.Queue == d.down {
+		return nil, errors.New("connection refused")
+	}
+	return d.JobDriver.JobFetch(ctx, p)
+}
+
+// A queue whose fetches fail holds up no other queue: the others' jobs run,
+// also behind it in strict priority.
+func TestQueueDownHoldsUpNoOther(t *testing.T) {
+	t.Parallel()
+	ran := make(chan string, 1)
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+		ran <- job.Queue
+		return nil
+	}), nil)
+	c, err := baton.NewClient(downQueueDriver{JobDriver: batonmem.New(), down: "high"}, &baton.Config{
+		Workers: w, StrictPriority: true, PollInterval: 50 * time.Millisecond, Logger: quiet,
+		Queues: []baton.QueueConfig{{Name: "high"}, {Name: "low"}},
+	})
+	require.NoError(t, err)
+	start(t, c)
+	_, err = c.Insert(context.Background(), emailArgs{}, &baton.InsertOpts{Queue: "low"})
+	require.NoError(t, err)
+	select {
+	case q := <-ran:
+		require.Equal(t, "low", q)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the job of a healthy queue did not run while another queue's fetches failed")
+	}
+}
+
 func TestMiddlewareWrapsInOrder(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		var mu sync.Mutex

@@ -30,7 +30,8 @@ type Config struct {
 	Queues []QueueConfig
 	// StrictPriority makes the workers drain the queues in the order of
 	// Queues: a queue is fetched from only when the ones before it have
-	// nothing available.
+	// nothing available (or cannot be reached: a queue whose fetches fail
+	// is asked again after a back-off, and holds up no other).
 	StrictPriority bool
 
 	// Concurrency is how many jobs this process runs at once. Default 100.

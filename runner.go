@@ -46,6 +46,17 @@ type runner struct {
 	giveUp       context.Context
 	cancelGiveUp context.CancelFunc
 	abandoned    atomic.Bool // some outcomes were given up
+
+	// backoffs are the queues whose last fetch failed, each asked again
+	// after its own back-off; only the dispatcher uses them.
+	backoffs map[string]*fetchBackoff
+}
+
+// fetchBackoff is when the dispatcher asks a queue whose fetches fail
+// again, and how long it waits after the next failure.
+type fetchBackoff struct {
+	at   time.Time
+	wait time.Duration
 }
 
 type execKey struct{ queue, id string }
@@ -278,22 +289,11 @@ func (r *runner) order() []string {
 // worker frees up, when a scheduled job comes due, and at the safety poll.
 func (r *runner) dispatch() {
 	defer r.loops.Done()
-	backoff := 10 * time.Millisecond
 	for r.fetchCtx.Err() == nil {
 		// Taken before the round: a worker freed during it wakes the next.
 		freed := r.slotChanged()
 		busy := r.freeWorkers() == 0
-		next, more, failed := r.fetchRound(busy)
-		if failed {
-			select {
-			case <-time.After(backoff):
-			case <-r.fetchCtx.Done():
-				return
-			}
-			backoff = min(2*backoff, 5*time.Second)
-			continue
-		}
-		backoff = 10 * time.Millisecond
+		next, more := r.fetchRound(busy)
 		if more && r.freeWorkers() > 0 {
 			continue // a queue had more jobs than were asked for
 		}
@@ -328,10 +328,13 @@ func (r *runner) dispatch() {
 // workers. With none free when the round began (upkeep) it still fetches,
 // for no job: the finishes hand busy workers their next jobs, but only a
 // fetch admits due jobs, takes back expired leases and sweeps. It returns
-// the earliest scheduled time seen and whether a queue had more jobs
-// available than it was asked for; failed reports that the backend could
-// not be reached.
-func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool) {
+// the earliest scheduled time seen (or time to ask again a queue whose
+// fetch failed) and whether a queue had more jobs available than it was
+// asked for. A queue whose fetch failed is asked again only after a
+// back-off of its own, doubling up to 5s: meanwhile the rounds ask the
+// other queues, which a queue that cannot be reached (its Redis Cluster
+// node down) must not hold up, also behind it in StrictPriority.
+func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 	// A round that begins with no free worker (upkeep) fetches no job from
 	// any queue, even if a worker frees meanwhile: that wakes the next
 	// round, which asks the queues in order (StrictPriority).
@@ -340,11 +343,16 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 		if !upkeep {
 			free = r.freeWorkers()
 			if free == 0 {
-				return next, more, false // this round's fetches took every worker
+				return next, more // this round's fetches took every worker
 			}
 		}
 		if r.fetchCtx.Err() != nil {
-			return next, more, false
+			return next, more
+		}
+		b := r.backoffs[queue]
+		if b != nil && time.Now().Before(b.at) {
+			next = earliest(next, b.at)
+			continue
 		}
 		// A fetch leases its jobs: once sent, it is seen through even if
 		// Stop begins, and its jobs run (or go back when Stop cuts them
@@ -369,15 +377,24 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 			if r.fetchCtx.Err() == nil {
 				r.log.Warn("baton: fetch failed; backing off", "queue", queue, "err", err)
 			}
-			return next, more, true
+			if b == nil {
+				b = &fetchBackoff{wait: 10 * time.Millisecond}
+				if r.backoffs == nil {
+					r.backoffs = map[string]*fetchBackoff{}
+				}
+				r.backoffs[queue] = b
+			}
+			b.at = time.Now().Add(b.wait)
+			b.wait = min(2*b.wait, 5*time.Second)
+			next = earliest(next, b.at)
+			continue
 		}
+		delete(r.backoffs, queue)
 		more = more || res.More
 		if res.Recovered > 0 {
 			r.log.Info("baton: took back jobs whose leases expired", "queue", queue, "count", res.Recovered)
 		}
-		if !res.NextRunAt.IsZero() && (next.IsZero() || res.NextRunAt.Before(next)) {
-			next = res.NextRunAt
-		}
+		next = earliest(next, res.NextRunAt)
 		if _, back := r.launch(queue, res.Jobs, sent, false); len(back) > 0 {
 			r.finish(queue, back, 0, nil, nil)
 		}
@@ -386,10 +403,18 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool, failed bool
 			// freed meanwhile goes to it in the next round, not to the
 			// queues after it (StrictPriority; a weighted order is drawn
 			// again).
-			return next, more, false
+			return next, more
 		}
 	}
-	return next, more, false
+	return next, more
+}
+
+// earliest is the earlier of a and b, a zero time being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // waker waits for inserts into queue while the pool has free workers, and
