@@ -426,9 +426,11 @@ func (r *runner) waker(queue string) {
 	defer r.loops.Done()
 	backoff := 10 * time.Millisecond
 	for r.fetchCtx.Err() == nil {
+		// Taken before the look: a worker freed after it ends the wait.
+		freed := r.slotChanged()
 		if r.freeWorkers() == 0 {
 			select {
-			case <-r.slotChanged():
+			case <-freed:
 			case <-r.fetchCtx.Done():
 				return
 			}
