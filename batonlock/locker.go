@@ -141,7 +141,10 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *AcquireOpts) (*L
 		timer.Reset(l.recheckIn(res))
 		select {
 		case n := <-lis.C():
-			if !n.Recheck {
+			// A grant from before the last call is stale: that call found
+			// the waiter queued, so the lease ran out meanwhile and the
+			// slot may be another's. Ask the backend instead.
+			if !n.Recheck && !n.GrantedAt.Before(res.Now) {
 				// The grant's lease started at the backend's GrantedAt. The
 				// last call was sent at `sent` and ran at res.Now, no
 				// earlier, so the lease ends no earlier than this.

@@ -416,3 +416,97 @@ func TestDoReportsLostLease(t *testing.T) {
 		require.Equal(t, int32(1), calls.Load())
 	})
 }
+
+// lateNotices hands a waiter its grant notice only after delay, behind a
+// recheck notice: what a waiter sees when a reconnect's recheck and its
+// grant are both pending while it was held up for longer than the lease.
+type lateNotices struct {
+	batondriver.LockDriver
+	delay time.Duration
+}
+
+func (d *lateNotices) LockListen(ctx context.Context, p *batondriver.LockListenParams) (batondriver.LockListener, error) {
+	in, err := d.LockDriver.LockListen(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	l := &lateListener{in: in, ch: make(chan batondriver.LockNotice, 4), done: make(chan struct{})}
+	go func() {
+		for first := true; ; first = false {
+			select {
+			case n := <-in.C():
+				if first {
+					time.Sleep(d.delay)
+					l.ch <- batondriver.LockNotice{Recheck: true}
+				}
+				l.ch <- n
+			case <-l.done:
+				return
+			}
+		}
+	}()
+	return l, nil
+}
+
+type lateListener struct {
+	in   batondriver.LockListener
+	ch   chan batondriver.LockNotice
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *lateListener) C() <-chan batondriver.LockNotice { return l.ch }
+
+func (l *lateListener) Close() {
+	l.once.Do(func() { close(l.done) })
+	l.in.Close()
+}
+
+// TestAcquireIgnoresStaleGrantNotice: a grant whose lease ran out before
+// the waiter acted on it, the slot going to the next waiter, must not be
+// taken for a lease when its notice is read after a recheck queued the
+// waiter again.
+func TestAcquireIgnoresStaleGrantNotice(t *testing.T) {
+	t.Parallel()
+	d := batonmem.New()
+	slow := newLocker(t, &lateNotices{LockDriver: d, delay: 100 * time.Millisecond}, nil)
+	l := newLocker(t, d, nil)
+	ctx := context.Background()
+	holder, err := l.TryAcquire(ctx, "stale", nil)
+	require.NoError(t, err)
+
+	type result struct {
+		lease *batonlock.Lease
+		err   error
+	}
+	wQueued, xQueued := make(chan struct{}), make(chan struct{})
+	w, x := make(chan result, 1), make(chan result, 1)
+	go func() {
+		lease, err := slow.Acquire(ctx, "stale", &batonlock.AcquireOpts{TTL: 30 * time.Millisecond, NoHeartbeat: true, OnWait: func(int) { close(wQueued) }})
+		w <- result{lease, err}
+	}()
+	<-wQueued
+	go func() {
+		lease, err := l.Acquire(ctx, "stale", &batonlock.AcquireOpts{OnWait: func(int) { close(xQueued) }})
+		x <- result{lease, err}
+	}()
+	<-xQueued
+	// W is granted; its lease runs out before it reads the notice, and
+	// its recheck grants the slot to X and queues W again.
+	require.NoError(t, holder.Release(ctx))
+	xr := <-x
+	require.NoError(t, xr.err)
+	select {
+	case wr := <-w:
+		require.NoError(t, wr.err)
+		info, err := l.Inspect(ctx, "stale")
+		require.NoError(t, err)
+		require.Failf(t, "a waiter took a stale grant for a lease", "W: fence %d, Err %v; holders: %+v", wr.lease.Fence(), wr.lease.Err(), info.Holders)
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, xr.lease.Release(ctx))
+	wr := <-w
+	require.NoError(t, wr.err)
+	require.Greater(t, wr.lease.Fence(), xr.lease.Fence())
+	require.NoError(t, wr.lease.Release(ctx))
+}
