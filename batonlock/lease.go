@@ -24,6 +24,11 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	// extending admits one extension at a time: replies taken in another
+	// order than the backend ran the calls could move Until past the
+	// backend's expiry.
+	extending chan struct{}
+
 	mu       sync.Mutex
 	ttl      time.Duration
 	until    time.Time
@@ -40,7 +45,8 @@ func (l *Locker) newLease(ctx context.Context, key, token string, r resolved, fe
 	ls := &Lease{
 		locker: l, key: key, token: token, fence: fence,
 		ctx: lctx, cancel: cancel, ttl: r.ttl,
-		until: expires.Add(-margin(r.ttl)),
+		until:     expires.Add(-margin(r.ttl)),
+		extending: make(chan struct{}, 1),
 	}
 	ls.mu.Lock()
 	ls.expiry = time.AfterFunc(time.Until(ls.until), ls.expire)
@@ -113,13 +119,24 @@ func (ls *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ls.Err(); err != nil {
 		return err
 	}
-	ls.mu.Lock()
-	ls.ttl = ttl
-	ls.mu.Unlock()
 	return ls.extend(ctx, ttl)
 }
 
+// extend extends the lease by ttl, which becomes its TTL, or by its TTL if
+// ttl is 0 (the heartbeat).
 func (ls *Lease) extend(ctx context.Context, ttl time.Duration) error {
+	select {
+	case ls.extending <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("batonlock: extend %q: %w", ls.key, context.Cause(ctx))
+	}
+	defer func() { <-ls.extending }()
+	ls.mu.Lock()
+	if ttl == 0 {
+		ttl = ls.ttl
+	}
+	ls.ttl = ttl
+	ls.mu.Unlock()
 	sent := time.Now()
 	res, err := ls.locker.driver.LockExtend(ctx, &batondriver.LockExtendParams{
 		Key: ls.key, Token: ls.token, Fence: ls.fence, TTL: ttl,
@@ -155,11 +172,11 @@ func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
 			return
 		}
 		ls.mu.Lock()
-		ttl, until := ls.ttl, ls.until
+		until := ls.until
 		ls.mu.Unlock()
 		// An answer after Until cannot save the lease: stop waiting then.
 		ctx, cancel := context.WithDeadline(ls.ctx, until)
-		err := ls.extend(ctx, ttl)
+		err := ls.extend(ctx, 0)
 		cancel()
 		switch {
 		case err == nil:

@@ -1,0 +1,68 @@
+package batonlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/batondriver/batonmem"
+	"github.com/batonhq/baton/batonlock"
+)
+
+// slowReply holds back the reply of an extension by TTL slow until held is
+// closed; the backend has already run it.
+type slowReply struct {
+	batondriver.LockDriver
+	slow    time.Duration
+	ran     chan struct{} // closed when the slow extension has run
+	held    chan struct{}
+	shortIn chan struct{} // closed when another extension has run
+}
+
+func (d *slowReply) LockExtend(ctx context.Context, p *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
+	res, err := d.LockDriver.LockExtend(ctx, p)
+	if p.TTL == d.slow {
+		close(d.ran)
+		<-d.held
+	} else {
+		close(d.shortIn)
+	}
+	return res, err
+}
+
+// TestExtendRepliesOutOfOrder: two extensions whose replies come back in
+// the other order than the backend ran them must not leave Until past the
+// backend's expiry.
+func TestExtendRepliesOutOfOrder(t *testing.T) {
+	t.Parallel()
+	d := &slowReply{LockDriver: batonmem.New(), slow: 5 * time.Second,
+		ran: make(chan struct{}), held: make(chan struct{}), shortIn: make(chan struct{})}
+	l := newLocker(t, d, nil)
+	ctx := context.Background()
+	lease, err := l.TryAcquire(ctx, "order", &batonlock.AcquireOpts{TTL: time.Second, NoHeartbeat: true})
+	require.NoError(t, err)
+
+	long := make(chan error)
+	go func() { long <- lease.Extend(ctx, 5*time.Second) }()
+	<-d.ran
+	short := make(chan error)
+	go func() { short <- lease.Extend(ctx, 100*time.Millisecond) }()
+	select {
+	case <-d.shortIn: // ran before the first one's reply was in
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(d.held)
+	require.NoError(t, <-long)
+	require.NoError(t, <-short)
+
+	info, err := l.Inspect(ctx, "order")
+	require.NoError(t, err)
+	require.Len(t, info.Holders, 1)
+	expires := time.Now().Add(info.Holders[0].TTL)
+	require.False(t, lease.Until().After(expires),
+		"Until %v past the backend's expiry", lease.Until().Sub(expires))
+	require.NoError(t, lease.Release(ctx))
+}
