@@ -209,11 +209,13 @@ func (ls *Lease) Release(ctx context.Context) error {
 	stop := ls.stopHB
 	ls.stopHB = nil
 	ls.mu.Unlock()
+	// Cancel first: that also ends a heartbeat's call in flight, which
+	// would otherwise hold Release up to Until.
+	ls.cancel(ErrReleased)
 	if stop != nil {
 		close(stop)
 		<-ls.hbDone
 	}
-	ls.cancel(ErrReleased)
 	res, err := ls.locker.driver.LockRelease(ctx, &batondriver.LockReleaseParams{
 		Key: ls.key, Token: ls.token, Fence: ls.fence,
 	})

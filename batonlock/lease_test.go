@@ -66,3 +66,37 @@ func TestExtendRepliesOutOfOrder(t *testing.T) {
 		"Until %v past the backend's expiry", lease.Until().Sub(expires))
 	require.NoError(t, lease.Release(ctx))
 }
+
+// hangingExtend never answers an extension: its call waits for its
+// context, as one to an unreachable backend does.
+type hangingExtend struct {
+	batondriver.LockDriver
+	started chan struct{}
+}
+
+func (d *hangingExtend) LockExtend(ctx context.Context, _ *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
+	select {
+	case d.started <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestReleaseDoesNotWaitForHeartbeat: Release must not wait for a
+// heartbeat stuck on an unanswered call, which lasts until Until.
+func TestReleaseDoesNotWaitForHeartbeat(t *testing.T) {
+	t.Parallel()
+	d := &hangingExtend{LockDriver: batonmem.New(), started: make(chan struct{}, 1)}
+	l := newLocker(t, d, nil)
+	ctx := context.Background()
+	lease, err := l.TryAcquire(ctx, "stuck", &batonlock.AcquireOpts{TTL: 3 * time.Second, HeartbeatInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	<-d.started
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	begin := time.Now()
+	require.NoError(t, lease.Release(rctx))
+	require.Less(t, time.Since(begin), time.Second, "Release waited for the heartbeat's call")
+	require.ErrorIs(t, lease.Err(), batonlock.ErrReleased)
+}
