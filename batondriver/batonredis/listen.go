@@ -143,10 +143,30 @@ func (s *subscription) run() {
 		}
 		s.d.mu.Unlock()
 	}
+	// Receive does not unsubscribe when it returns: a stopped subscription
+	// must, or the connection stays subscribed to every key this instance
+	// ever waited on. A newer subscription of the channel shares the
+	// connection's; if one begins meanwhile, the unsubscription ends its
+	// Receive, which resubscribes and rechecks.
+	unsubscribe := func(err error, c rueidis.CommandClient) error {
+		if s.ctx.Err() == nil {
+			return err
+		}
+		s.d.mu.Lock()
+		newer := s.d.subs[s.channel] != nil
+		s.d.mu.Unlock()
+		if !newer {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = c.Do(ctx, c.B().Sunsubscribe().Channel(s.channel).Build()).Error()
+		}
+		return err
+	}
+	ctx := rueidis.WithOnReceiveReturnHook(rueidis.WithOnSubscriptionHook(s.ctx, hook), unsubscribe)
 	backoff := 10 * time.Millisecond
 	for s.ctx.Err() == nil {
 		cmd := s.d.client.B().Ssubscribe().Channel(s.channel).Build()
-		err := s.d.client.Receive(rueidis.WithOnSubscriptionHook(s.ctx, hook), cmd, s.deliver)
+		err := s.d.client.Receive(ctx, cmd, s.deliver)
 		if s.ctx.Err() != nil {
 			return
 		}

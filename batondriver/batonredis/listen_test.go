@@ -1,0 +1,67 @@
+package batonredis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// TestListenUnsubscribesWhenIdle: a subscription dropped after its linger
+// is also dropped by Redis, not only by this process: else the connection
+// stays subscribed to every key it ever waited on.
+func TestListenUnsubscribesWhenIdle(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) {
+		t.Parallel()
+		testListenUnsubscribes(t, newClient(t, redistest.SharedServer(t).Addr()))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		testListenUnsubscribes(t, newClient(t, redistest.SharedCluster(t).Addrs()...))
+	})
+}
+
+func testListenUnsubscribes(t *testing.T, client rueidis.Client) {
+	d, err := New(client, &Config{Prefix: "t" + randomHex(6), ListenerLinger: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	ctx := context.Background()
+	channel := d.lockKeys("idle").channel + d.id
+	subscribers := func() int64 {
+		t.Helper()
+		v, err := client.Do(ctx, client.B().PubsubShardnumsub().Channel(channel).Build()).AsIntMap()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[channel]
+	}
+
+	lis, err := d.LockListen(ctx, &batondriver.LockListenParams{Key: "idle", Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := subscribers(); n != 1 {
+		t.Fatalf("%d subscribers while listening, want 1", n)
+	}
+	lis.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		d.mu.Lock()
+		_, subscribed := d.subs[channel]
+		d.mu.Unlock()
+		n := subscribers()
+		if !subscribed && n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the linger: subscribed here %v, %d subscribers in Redis", subscribed, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
