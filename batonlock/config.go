@@ -66,7 +66,9 @@ type AcquireOpts struct {
 	NoHeartbeat bool
 
 	// HeartbeatInterval is the time between heartbeats, each extending the
-	// lease to a full TTL. Default TTL/3. It must be shorter than TTL.
+	// lease to a full TTL. Default TTL/3. It must be shorter than TTL; if
+	// Lease.Extend makes the TTL too short for it, heartbeats come every
+	// third of the new TTL.
 	HeartbeatInterval time.Duration
 
 	// OnWait, if set, is called once by Acquire when the caller has to wait,

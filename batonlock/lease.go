@@ -36,6 +36,7 @@ type Lease struct {
 	released bool
 	stopHB   chan struct{} // closed to stop the heartbeat; nil without one
 	hbDone   chan struct{}
+	extended chan struct{} // tells the heartbeat of an Extend; nil without one
 }
 
 // newLease starts a lease whose backend expiry is no earlier than expires,
@@ -52,6 +53,7 @@ func (l *Locker) newLease(ctx context.Context, key, token string, r resolved, fe
 	ls.expiry = time.AfterFunc(time.Until(ls.until), ls.expire)
 	if r.heartbeat > 0 {
 		ls.stopHB, ls.hbDone = make(chan struct{}), make(chan struct{})
+		ls.extended = make(chan struct{}, 1)
 		go ls.heartbeat(r.heartbeat, ls.stopHB)
 	}
 	ls.mu.Unlock()
@@ -119,7 +121,14 @@ func (ls *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ls.Err(); err != nil {
 		return err
 	}
-	return ls.extend(ctx, ttl)
+	if err := ls.extend(ctx, ttl); err != nil {
+		return err
+	}
+	select {
+	case ls.extended <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // extend extends the lease by ttl, which becomes its TTL, or by its TTL if
@@ -157,15 +166,29 @@ func (ls *Lease) extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// heartbeat extends the lease every interval. A failed attempt is retried
-// sooner; if none succeeds before Until, the expiry timer ends the lease.
+// heartbeat extends the lease every interval, or every third of the TTL
+// once Extend made the TTL too short for interval. A failed attempt is
+// retried sooner; if none succeeds before Until, the expiry timer ends the
+// lease.
 func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
 	defer close(ls.hbDone)
+	every := func() time.Duration {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		if interval < ls.ttl-margin(ls.ttl) {
+			return interval
+		}
+		return ls.ttl / 3
+	}
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
+		case <-ls.extended:
+			// Extend renewed the lease, maybe with a shorter TTL.
+			t.Reset(every())
+			continue
 		case <-stop:
 			return
 		case <-ls.ctx.Done():
@@ -180,7 +203,7 @@ func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
 		cancel()
 		switch {
 		case err == nil:
-			t.Reset(interval)
+			t.Reset(every())
 		case errors.Is(err, ErrNotHeld):
 			return
 		default:
@@ -188,7 +211,7 @@ func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
 				return
 			}
 			ls.locker.log.Warn("batonlock: heartbeat failed; retrying", "key", ls.key, "err", err)
-			t.Reset(max(interval/4, time.Millisecond))
+			t.Reset(max(every()/4, time.Millisecond))
 		}
 	}
 }

@@ -100,3 +100,17 @@ func TestReleaseDoesNotWaitForHeartbeat(t *testing.T) {
 	require.Less(t, time.Since(begin), time.Second, "Release waited for the heartbeat's call")
 	require.ErrorIs(t, lease.Err(), batonlock.ErrReleased)
 }
+
+// TestHeartbeatFollowsShorterTTL: after Extend shortens the TTL below the
+// heartbeat interval, the heartbeat still keeps the lease.
+func TestHeartbeatFollowsShorterTTL(t *testing.T) {
+	t.Parallel()
+	l := newLocker(t, batonmem.New(), nil)
+	ctx := context.Background()
+	lease, err := l.TryAcquire(ctx, "shorter", &batonlock.AcquireOpts{TTL: 3 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, lease.Extend(ctx, 150*time.Millisecond))
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, lease.Err(), "the heartbeat (every second) came too late for a TTL of 150ms")
+	require.NoError(t, lease.Release(ctx))
+}
