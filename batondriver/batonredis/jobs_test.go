@@ -767,3 +767,31 @@ func TestWakeListBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(500+64), n, "cut to 500 once past 1000, then one more call's tokens")
 }
+
+// A key halted (limit 0) while thousands of its jobs parked promotes them
+// all when its limit is lifted: more than Lua's stack takes in one unpack
+// (about 8,000 values). Lua errors are not rolled back, so a failed
+// promotion would leave the jobs popped from the parked list but never
+// made available.
+func TestKeySetLimitPromotesThousands(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	ctx := jobCtx(t)
+	_, err := d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "k", Limit: 0})
+	require.NoError(t, err)
+	const n = 9000
+	jobs := make([]*batondriver.JobInsert, n)
+	for i := range jobs {
+		jobs[i] = newJob("k", 0)
+		jobs[i].Key, jobs[i].Limit = "k", n
+	}
+	insertJobs(t, d, q, jobs...)
+	info, err := d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "k", Reset: true})
+	require.NoError(t, err)
+	require.Equal(t, n, info.Holding)
+	require.Zero(t, info.Parked)
+	stats, err := d.QueueStats(ctx, &batondriver.QueueParams{Queue: q})
+	require.NoError(t, err)
+	require.Equal(t, n, stats.Counts[batondriver.JobStateAvailable])
+	require.Zero(t, stats.Counts[batondriver.JobStateParked])
+}

@@ -108,7 +108,7 @@ func TestKeyedCheckerPassesRealScripts(t *testing.T) {
 
 func TestBrokenPromotionCaught(t *testing.T) {
 	t.Parallel()
-	const counted = "  if #promoted > 0 then redis.call('SADD', h, unpack(promoted)) end\n"
+	const counted = "  if #promoted > 0 then chunked('SADD', h, promoted) end\n"
 	require.Contains(t, luaJobLib, counted)
 	broken := newScripts(strings.Replace(luaJobLib, counted, "", 1))
 	srv := redistest.SharedServer(t)

@@ -394,7 +394,7 @@ local function promote(batch, k)
   -- without a default limit).
   if not drained and nh == 0 and not override then drained = redis.call('LLEN', p) == 0 end
   local left = #promoted + gone
-  if #promoted > 0 then redis.call('SADD', h, unpack(promoted)) end
+  if #promoted > 0 then chunked('SADD', h, promoted) end
   if drained and nh == 0 and not override then
     redis.call('ZREM', KI, k)
     redis.call('DEL', m)
