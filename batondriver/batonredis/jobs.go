@@ -429,7 +429,7 @@ func (d *Driver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) 
 // server's clock is past it, as JobFetch does; the outcomes are recorded
 // all the same. A finish with no outcomes and no Fetch only settles the
 // queue's lost calls: with none, it sends nothing; with more than one call
-// settles, it calls again while each call settles some.
+// settles, it calls again until every call left has been tried.
 func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
 	const op = "finish in"
 	if err := checkQueue(p.Queue); err != nil {
@@ -450,11 +450,20 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		}
 		return &batondriver.JobFinishResult{}, nil
 	}
+	// Each call takes the oldest maxSettle lost calls, and those that may
+	// still run go to the back: a call that settles none of them has not
+	// looked at the rest yet. So stop only once the calls tried and left
+	// unsettled number at least the calls left.
+	tried := 0
 	for {
 		res, err := d.finish(ctx, p)
 		left := d.leases.lostCalls(p.Queue)
-		if err != nil || left == 0 || left >= lost {
+		if err != nil || left == 0 {
 			return res, err
+		}
+		tried += min(lost, maxSettle) - max(lost-left, 0)
+		if tried >= left {
+			return res, nil
 		}
 		lost = left
 	}

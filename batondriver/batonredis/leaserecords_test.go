@@ -314,3 +314,33 @@ func TestLostChainTakenBackUnderAChainThatArrived(t *testing.T) {
 	state, _ := jobState(t, check, q, live.ID)
 	require.Equal(t, batondriver.JobStateRunning, state)
 }
+
+// A finish with no outcomes settles every lost call it can, even when the
+// oldest maxSettle of them cannot be settled yet (calls without deadline
+// and without record may still arrive): a call that settles none of those
+// has not looked at the rest.
+func TestEmptyFinishSettlesBehindUnsettledCalls(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	rows := insertJobs(t, check, q, newJob("k", 1))
+	qk := d.queueKeys(q)
+	// maxSettle lost calls that never ran, without deadline: they stay
+	// lost for minLostWait.
+	for range maxSettle {
+		c := d.leases.begin(qk.base, q, true)
+		d.leases.end(c, errors.New("cut"), nil, 0, time.Minute)
+	}
+	px.LoseReplyTo("_job_fetch")
+	_, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+	require.Error(t, err, "the reply was lost")
+	state, _ := jobState(t, check, q, rows[0].ID)
+	require.Equal(t, batondriver.JobStateRunning, state, "the server ran the lost fetch")
+	require.Equal(t, maxSettle+1, d.leases.lostCalls(q))
+
+	_, err = d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q})
+	require.NoError(t, err)
+	state, attempt := jobState(t, check, q, rows[0].ID)
+	require.Equal(t, batondriver.JobStateAvailable, state, "given back")
+	require.Zero(t, attempt)
+	require.Equal(t, maxSettle, d.leases.lostCalls(q), "the calls that may still arrive")
+}
