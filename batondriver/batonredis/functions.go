@@ -112,8 +112,9 @@ func missingFunction(err error) bool {
 
 // load loads the library on every node of c. A server that cannot take it
 // (no FUNCTION command, or it refuses the code) makes the library fall back
-// to scripts for good; a network error is returned for the caller to fall
-// back this once.
+// to scripts for good; a network error, or a node's passing state (out of
+// memory, busy with a script, loading its data), is returned for the
+// caller to fall back this once.
 func (l *jobLibrary) load(ctx context.Context, c rueidis.Client) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -126,7 +127,7 @@ func (l *jobLibrary) load(ctx context.Context, c rueidis.Client) error {
 		switch {
 		case ok && (strings.Contains(e.Error(), "already exists") || strings.HasPrefix(e.Error(), "READONLY")):
 			// Loaded before; or a replica, which gets it from its master.
-		case ok:
+		case ok && !passingRefusal(e.Error()):
 			l.useEval.Store(true)
 			return err
 		default:
@@ -134,6 +135,19 @@ func (l *jobLibrary) load(ctx context.Context, c rueidis.Client) error {
 		}
 	}
 	return nil
+}
+
+// passingRefusal reports whether msg, a server's error, tells of a
+// passing state of the node rather than a server that cannot take the
+// library (rueidis strips the "ERR " of plain errors such as "unknown
+// command" or code that does not compile; the others keep their codes).
+func passingRefusal(msg string) bool {
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case "OOM", "BUSY", "LOADING", "MISCONF", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS":
+		return true
+	}
+	return false
 }
 
 // PruneFunctions deletes, on every master, the job function libraries of

@@ -131,3 +131,26 @@ func TestJobScriptsWithoutFunctions(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, other.scripts.jobLib.useEval.Load(), "one server without functions made every driver use scripts")
 }
+
+// A server that refuses FUNCTION LOAD for a passing reason (here out of
+// memory; also BUSY, LOADING) runs that call as a script, and the library
+// is loaded once the server takes it: only a server that cannot take the
+// library makes the driver use scripts for good.
+func TestJobFunctionsAfterTransientLoadError(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartT(t, nil)
+	c := newClient(t, srv.Addr())
+	d := newDriver(t, c)
+	ctx := context.Background()
+	require.NoError(t, c.Do(ctx, c.B().ConfigSet().ParameterValue().ParameterValue("maxmemory", "1").Build()).Error())
+	_, err := d.QueueStats(ctx, &batondriver.QueueParams{Queue: "q"})
+	require.NoError(t, err, "a read-only transition runs as a script")
+	require.NoError(t, c.Do(ctx, c.B().ConfigSet().ParameterValue().ParameterValue("maxmemory", "0").Build()).Error())
+
+	_, err = d.QueueStats(ctx, &batondriver.QueueParams{Queue: "q"})
+	require.NoError(t, err)
+	require.False(t, d.scripts.jobLib.useEval.Load(), "fell back to scripts for good")
+	list, err := c.Do(ctx, c.B().FunctionList().Libraryname(d.scripts.jobLib.name).Build()).ToArray()
+	require.NoError(t, err)
+	require.Len(t, list, 1, "library loaded")
+}
