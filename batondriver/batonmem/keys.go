@@ -506,7 +506,8 @@ func keyNotFound(queue, key string) error {
 }
 
 // KeySetLimit implements batondriver.KeyDriver. A key never used before is
-// created by it, and kept, like every used key, for the Driver's life.
+// created by it; like every key, it is forgotten once idle, and so is a
+// queue that never had a job once nothing is kept for it.
 func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitParams) (*batondriver.KeyInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -531,6 +532,7 @@ func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitPara
 	}
 	q.demote(k, now)
 	q.wake(q.promote(k)) // promote also forgets k if idle
+	s.tidy(p.Queue, q)   // a queue that never had a job, left with nothing
 	return k.info(p.Queue, true), nil
 }
 

@@ -1,7 +1,10 @@
 package batonmem
 
 import (
+	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -449,4 +452,25 @@ func TestKeysStayConsistent(t *testing.T) {
 	st, err := d.QueueStats(ctx, &batondriver.QueueParams{Queue: keysQueue})
 	require.NoError(t, err)
 	t.Logf("counts at the end: %v, %d keys, %d dropped, %d jobs chained", st.Counts, st.Keys, st.Dropped, chained)
+}
+
+// TestSetLimitForgetsUnusedQueue: a limit set and reset, or reset, on a key
+// of a queue that never had a job leaves nothing behind.
+func TestSetLimitForgetsUnusedQueue(t *testing.T) {
+	f := keysSetup(t)
+	ctx := t.Context()
+	for i := range 10 {
+		q := fmt.Sprint("unused-", i)
+		_, err := f.d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "k", Reset: true})
+		require.NoError(t, err)
+		_, err = f.d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q + "x", Key: "k", Limit: 1})
+		require.NoError(t, err)
+		_, err = f.d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q + "x", Key: "k", Reset: true})
+		require.NoError(t, err)
+	}
+	_, err := f.d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: "halted", Key: "k", Limit: 0})
+	require.NoError(t, err)
+	f.d.jobs.mu.Lock()
+	defer f.d.jobs.mu.Unlock()
+	require.Equal(t, []string{"halted"}, slices.Collect(maps.Keys(f.d.jobs.queues)), "only the queue with an override is kept")
 }
