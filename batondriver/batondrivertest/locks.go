@@ -229,6 +229,22 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		require.False(t, bad.Extended, "a stranger extended the lease")
 	})
 
+	// A token that asks to wait again (not a recheck) while queued is
+	// queued once, at the back: it is granted one slot, and leaves no
+	// place behind.
+	t.Run("WaitTwiceQueuesOnce", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		a := f.grant("a", 1)
+		f.wait("b", 1, 10*time.Second)
+		_, res := f.wait("b", 1, 10*time.Second)
+		require.Equal(t, 1, res.Position)
+		require.Len(t, f.inspect().Waiters, 1)
+		f.release("a", a.Fence)
+		in := f.inspect()
+		require.Len(t, in.Holders, 1)
+		require.Empty(t, in.Waiters)
+	})
+
 	t.Run("WaitersGrantedInArrivalOrder", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
 		holder := token()

@@ -295,6 +295,9 @@ func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquirePara
 	if !wait {
 		return res, nil
 	}
+	if e := s.byToken[p.Token]; e != nil {
+		s.waiters.Remove(e) // queued again, last, as on Redis: never twice
+	}
 	s.byToken[p.Token] = s.waiters.PushBack(&waiter{token: p.Token, ttl: p.TTL, expires: now.Add(p.WaitTTL)})
 	res.Position = s.waiters.Len()
 	return res, nil
