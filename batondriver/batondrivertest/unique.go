@@ -298,6 +298,23 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Equal(t, `{"n":5}`, string(got.Args))
 	})
 
+	t.Run("ReplaceDebouncesInBatch", func(t *testing.T) {
+		// The twin is scheduled by the same insert: the move holds too.
+		f := newJobFixture(t, newDriver)
+		sooner := time.Now().Add(30 * time.Minute)
+		res := f.insertRes(
+			uniqueJob(u, untilDone, replace, runAtTime(time.Now().Add(time.Hour))),
+			uniqueJob(u, untilDone, replace, runAtTime(sooner), args(`{"n":2}`)),
+		)
+		require.Equal(t, []batondriver.JobInsertStatus{batondriver.JobInserted, batondriver.JobReplaced}, res.Status)
+		a := res.Jobs[0].ID
+		f.requireTwin(res.Jobs[1], a, scheduled, `{"n":2}`)
+		requireNear(t, sooner, f.get(a).RunAt, storeSlack)
+		got := f.fetch(10)
+		require.Empty(t, got.Jobs)
+		requireNear(t, sooner, got.NextRunAt, storeSlack, "the moved job's place in the schedule")
+	})
+
 	t.Run("ReplaceKeepsParkedPlace", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

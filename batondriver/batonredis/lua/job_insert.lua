@@ -43,7 +43,9 @@ local function store_plain(key, a, state, at, ...)
     'attempt', '0', 'max', ARGV[a + 5], 'created', snow, 'state', state, 'run_at', at, ...)
 end
 local out, rows = {now}, {}
-local sched, avail = {}, new_batch()
+-- sched lists {run_at, id, ...} to add to S at the end; pending maps the
+-- ID of a job scheduled here to the index of its run_at there.
+local sched, pending, avail = {}, {}, new_batch()
 for i = FIRST_JOB_KEY, #KEYS do
   local a = (i - FIRST_JOB_KEY) * PER_JOB
   local id, run_at = ARGV[a + 1], tonumber(ARGV[a + 8])
@@ -63,9 +65,14 @@ for i = FIRST_JOB_KEY, #KEYS do
         local t = {'args', ARGV[a + 3]}
         if run_at > now and tv[FI.state] == 'scheduled' then
           put(t, 'run_at', ARGV[a + 8])
-          redis.call('ZADD', S, run_at, twin_id)
-          sched[#sched + 1] = run_at
-          sched[#sched + 1] = false -- only for the earliest-run_at check
+          if pending[twin_id] then
+            -- Scheduled by this call: not in S yet, its entry moves.
+            sched[pending[twin_id]] = run_at
+          else
+            redis.call('ZADD', S, run_at, twin_id)
+            sched[#sched + 1] = run_at
+            sched[#sched + 1] = false -- only for the earliest-run_at check
+          end
         end
         update(J .. twin_id, tv, t)
       end
@@ -120,6 +127,7 @@ for i = FIRST_JOB_KEY, #KEYS do
     if code == SCHEDULED then
       sched[#sched + 1] = at
       sched[#sched + 1] = id
+      pending[id] = #sched - 1
     end
     if code ~= REFUSED then
       redis.call('HSET', KEYS[i], unpack(t))
