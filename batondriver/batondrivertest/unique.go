@@ -397,6 +397,20 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Equal(t, "duplicate of "+b.ID, reason, "the new job claims a new period")
 	})
 
+	t.Run("LapsedPeriodClaimIsGone", func(t *testing.T) {
+		// A period claim lapsed but not yet swept (no fetch since) is gone
+		// for every scope: its job, still queued, is no twin.
+		f := newJobFixture(t, newDriver)
+		const period = 50 * time.Millisecond
+		a := f.insertIn(scheduled, uniqueJob(u, inPeriod, reject, runAtTime(time.Now().Add(time.Hour)),
+			func(j *batondriver.JobInsert) { j.Unique.Period = period }))
+		time.Sleep(2 * period)
+		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
+		require.NotEqual(t, a.ID, b.ID)
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, queued, reject))
+		require.Equal(t, "duplicate of "+b.ID, reason, "the new job claims the key")
+	})
+
 	recoveries := []struct {
 		name     string
 		scope    batondriver.UniqueScope

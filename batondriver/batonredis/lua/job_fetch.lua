@@ -112,7 +112,7 @@ if #expired > 0 then
       local errors = add_error({errors = v[4]}, attempt, now, 'lease expired')
       local t = {'errors', errors, 'lease', '', 'lease_until', ''}
       if v[9] and v[9] ~= '' then
-        unchain(v[9], id)
+        unchain(v[9], id, now)
         put(t, 'next', '')
       end
       release(avail, id, v[5])
@@ -122,7 +122,7 @@ if #expired > 0 then
         dead[#dead + 1] = now
         dead[#dead + 1] = id
       else
-        reclaim(v[7], v[8], id)
+        reclaim(v[7], v[8], id, now)
         if delay > 0 then
           put(t, 'state', 'scheduled', 'run_at', int(now + delay))
           sched[#sched + 1] = now + delay

@@ -129,7 +129,7 @@ local function hand_over(id, v, x, back)
   put(x, 'next', '')
   if recorded[c] then return false end
   if back then
-    unchain(c, id)
+    unchain(c, id, now)
     return false
   end
   local cv = redis.call('HMGET', J .. c, 'state', 'after', 'lease')
@@ -164,7 +164,7 @@ for i = 1, #KEYS - first + 1 do
     -- as if the job ahead unchained it. Once it took over the slot, it is
     -- given back as any holder: the slot is freed below.
     record(id)
-    unchain(id, v[14])
+    unchain(id, v[14], now)
   elseif outcome == 'snooze' and run_at <= now and ARGV[a + 5] == '2' then
     record(id)
     local x = {}
@@ -197,15 +197,15 @@ for i = 1, #KEYS - first + 1 do
       if attempt >= tonumber(v[5]) then
         finish(key, id, 'dead', dead, t)
       else
-        reclaim(u, scope, id)
+        reclaim(u, scope, id, now)
         again(key, id, j, run_at, t)
       end
     elseif outcome == 'snooze' then
       put(t, 'attempt', int(math.max(attempt - 1, 0)))
-      reclaim(u, scope, id)
+      reclaim(u, scope, id, now)
       again(key, id, j, run_at, t)
     elseif outcome == 'again' then
-      local c = scope == 'queued' and redis.call('HGET', U, u)
+      local c = scope == 'queued' and claim_of(u, now)
       local other = c and string.sub(c, string.find(c, ':', 1, true) + 1)
       if other and other ~= id and QUEUED[redis.call('HGET', J .. other, 'state')] then
         complete(key, id, x)

@@ -31,7 +31,7 @@ else
   -- Queued again: unique while queued or until done, it takes its claim
   -- back, unless a twin took it meanwhile (a scheduled job holds its own).
   local u, scope = v[FI.ukey], v[FI.uscope]
-  if u and u ~= '' and (scope == 'queued' or scope == 'until_done') and not redis.call('HGET', U, u) then
+  if u and u ~= '' and (scope == 'queued' or scope == 'until_done') and not claim_of(u, now) then
     claim(u, id, 0)
   end
   update(key, v, t)

@@ -428,14 +428,29 @@ local function unclaim(u, id)
   if redis.call('HGET', U, u) == '0:' .. id then redis.call('HDEL', U, u) end
 end
 
+-- The claim of unique key u at server ms now, "expiry:id", or nil. A
+-- period claim that has lapsed is gone, though a fetch has not swept it
+-- yet: it is deleted here.
+local function claim_of(u, now)
+  local c = redis.call('HGET', U, u)
+  if not c then return nil end
+  local expiry = tonumber(string.sub(c, 1, string.find(c, ':', 1, true) - 1))
+  if expiry > 0 and expiry <= now then
+    redis.call('HDEL', U, u)
+    redis.call('ZREM', UP, u)
+    return nil
+  end
+  return c
+end
+
 -- Job id, unique (key u) with scope, is queued again after it started (a
--- retry, a snooze, a lease taken back, a give-back): a claim while running
--- ends, and a claim while queued, given up when it started, is taken back
--- unless a twin holds it.
-local function reclaim(u, scope, id)
+-- retry, a snooze, a lease taken back, a give-back) at server ms now: a
+-- claim while running ends, and a claim while queued, given up when it
+-- started, is taken back unless a twin holds it.
+local function reclaim(u, scope, id, now)
   if scope == 'running' then
     unclaim(u, id)
-  elseif scope == 'queued' and u and u ~= '' and not redis.call('HGET', U, u) then
+  elseif scope == 'queued' and u and u ~= '' and not claim_of(u, now) then
     claim(u, id, 0)
   end
 end
@@ -445,7 +460,7 @@ local QUEUED = {scheduled = true, parked = true, available = true}
 -- The twin an insert of unique key u with scope (and period, ms) conflicts
 -- with: its ID and fields, or nil.
 local function twin(u, scope, period, now)
-  local c = redis.call('HGET', U, u)
+  local c = claim_of(u, now)
   if not c then return nil end
   local i = string.find(c, ':', 1, true)
   local expiry, id = tonumber(string.sub(c, 1, i - 1)), string.sub(c, i + 1)
@@ -628,13 +643,13 @@ end
 -- promotes it first. While it was chained the key may have admitted a job
 -- of another default: then the parked jobs' defaults are mixed (see
 -- promote).
-local function unchain(id, ahead)
+local function unchain(id, ahead, now)
   local key = J .. id
   local v = redis.call('HMGET', key, 'state', 'after', 'attempt', 'key', 'ukey', 'uscope', 'parked', 'limit')
   if v[1] ~= 'running' or v[2] ~= ahead then return end
   park_first(v[4], id, tonumber(v[7]) or 0, v[8])
   redis.call('ZREM', R, id)
-  reclaim(v[5], v[6], id)
+  reclaim(v[5], v[6], id, now)
   redis.call('HSET', key, 'state', 'parked', 'attempt', int(math.max(tonumber(v[3]) - 1, 0)),
     'lease', '', 'lease_until', '', 'after', '')
 end
@@ -657,7 +672,7 @@ local OUTCOME_FIELDS = {'state', 'lease', 'lease_until', 'attempt', 'max', 'prio
 -- goes before it; and takes the job out of R.
 local function give_back(batch, key, id, v, now, x)
   local snow = int(now)
-  reclaim(v[10], v[11], id)
+  reclaim(v[10], v[11], id, now)
   local t = {'lease', '', 'lease_until', '', 'attempt', int(math.max(tonumber(v[4]) - 1, 0)), 'run_at', snow, unpack(x)}
   local k = v[8]
   if k and k ~= '' then
@@ -708,13 +723,13 @@ local function take_back(batch, id, l, now)
   local v = redis.call('HMGET', key, unpack(OUTCOME_FIELDS))
   if v[1] ~= 'running' or v[2] ~= l then return end
   if v[14] and v[14] ~= '' then
-    unchain(id, v[14])
+    unchain(id, v[14], now)
     return
   end
   redis.call('ZREM', R, id)
   local x = {}
   if v[13] and v[13] ~= '' then
-    unchain(v[13], id)
+    unchain(v[13], id, now)
     put(x, 'next', '')
   end
   give_back(batch, key, id, v, now, x)
