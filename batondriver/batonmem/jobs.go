@@ -847,13 +847,19 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 			if h := q.ahead(j); h != nil {
 				// A chained job given back before the outcome of the job
 				// ahead (its client will not run it): back to the head of
-				// its key's parked jobs, as if the job ahead unchained it.
+				// its key's parked jobs, as if the job ahead unchained it,
+				// and promoted at once if a slot freed while it was
+				// chained.
 				q.unchain(h, now)
+				woken += q.promote(q.keys[j.row.Key])
 				continue
 			}
 			if f.GiveBack {
 				if q.giveBack(j, now) {
 					woken++
+				}
+				if j.row.Key != "" { // the job it unchained, as above
+					woken += q.promote(q.keys[j.row.Key])
 				}
 				continue
 			}

@@ -161,15 +161,18 @@ for i = 1, #KEYS - first + 1 do
   elseif outcome == 'snooze' and run_at <= now and (v[14] or '') ~= '' and not took_over then
     -- A chained job given back before the outcome of the job ahead (its
     -- client will not run it): back to the head of its key's parked jobs,
-    -- as if the job ahead unchained it. Once it took over the slot, it is
-    -- given back as any holder: the slot is freed below.
+    -- as if the job ahead unchained it, and promoted at once if a slot
+    -- freed while it was chained. Once it took over the slot, it is given
+    -- back as any holder: the slot is freed below.
     record(id)
     unchain(id, v[14], now)
+    promote(avail, v[8])
   elseif outcome == 'snooze' and run_at <= now and ARGV[a + 5] == '2' then
     record(id)
     local x = {}
     hand_over(id, v, x, true)
     give_back(avail, key, id, v, now, x)
+    if v[8] and v[8] ~= '' then promote(avail, v[8]) end -- the job it unchained, as above
   elseif outcome == 'completed' and (v[8] or '') == '' and (v[10] or '') == '' then
     -- Completed with neither concurrency key nor unique key (most
     -- outcomes): no slot to free, no claim to release.

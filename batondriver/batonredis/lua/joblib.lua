@@ -717,22 +717,27 @@ end
 -- Take job id back from a call whose reply was lost, if it still runs
 -- under lease l: a job still chained behind the job ahead goes back to the
 -- head of its key's parked jobs (unchain); any other is given back
--- (give_back), the job chained behind it unchained first.
+-- (give_back), the job chained behind it unchained first. Then the key's
+-- free slots, if any (one may have freed while a job was chained),
+-- promote its parked jobs.
 local function take_back(batch, id, l, now)
   local key = J .. id
   local v = redis.call('HMGET', key, unpack(OUTCOME_FIELDS))
   if v[1] ~= 'running' or v[2] ~= l then return end
   if v[14] and v[14] ~= '' then
     unchain(id, v[14], now)
-    return
+  else
+    redis.call('ZREM', R, id)
+    local x = {}
+    if v[13] and v[13] ~= '' then
+      unchain(v[13], id, now)
+      put(x, 'next', '')
+    end
+    give_back(batch, key, id, v, now, x)
   end
-  redis.call('ZREM', R, id)
-  local x = {}
-  if v[13] and v[13] ~= '' then
-    unchain(v[13], id, now)
-    put(x, 'next', '')
-  end
-  give_back(batch, key, id, v, now, x)
+  -- A slot freed while a job was chained goes to it now (as a finish's give
+  -- back does).
+  if v[8] and v[8] ~= '' then promote(batch, v[8]) end
 end
 
 -- Settle the caller's lost calls: spec lists "nonce:waits" per call, where
