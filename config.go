@@ -85,7 +85,7 @@ type Config struct {
 	// wake it at once. A pool whose workers are all busy (each finish hands
 	// its worker the next job) still fetches, for no job, this often and when
 	// a scheduled job comes due: only a fetch admits due jobs and takes back
-	// expired leases. Default 1s.
+	// expired leases. Default 1s; at least 1ms.
 	PollInterval time.Duration
 
 	// DisableChaining turns off chained jobs. By default, when a queue has
@@ -182,6 +182,10 @@ func newConfig(cfg *Config) (*config, error) {
 	def(&c.PollInterval, time.Second, "PollInterval")
 	if c.RecoverDelay < 0 {
 		errs = append(errs, fmt.Errorf("baton: Config.RecoverDelay is negative (%v)", c.RecoverDelay))
+	}
+	if c.PollInterval > 0 && c.PollInterval < time.Millisecond {
+		// A wait for inserts lasts a millisecond at least (JobWait).
+		errs = append(errs, fmt.Errorf("baton: Config.PollInterval %v is shorter than 1ms", c.PollInterval))
 	}
 	if c.LeaseTTL < 30*time.Millisecond {
 		errs = append(errs, fmt.Errorf("baton: Config.LeaseTTL %v is shorter than 30ms", c.LeaseTTL))
