@@ -45,10 +45,9 @@ type insertGroup struct {
 
 // groupMember is one caller's job in a group.
 type groupMember struct {
-	job      *batondriver.JobInsert
-	deadline time.Time       // the caller's; zero: none
-	ended    <-chan struct{} // the caller's context's Done
-	gone     bool            // the caller gave up before the group was sent: left out
+	job  *batondriver.JobInsert
+	ctx  context.Context // the caller's: its deadline bounds the send
+	gone bool            // the caller gave up before the group was sent: left out
 }
 
 func (c *Client) queueInserter(queue string) *queueInserter {
@@ -80,7 +79,7 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 	i := 0
 	if qi.inflight < maxInflight {
 		qi.inflight++
-		g = &insertGroup{members: []groupMember{{job: job}}, done: make(chan struct{})}
+		g = &insertGroup{members: []groupMember{{job: job, ctx: ctx}}, done: make(chan struct{})}
 		qi.mu.Unlock()
 		c.send(ctx, qi, queue, g)
 	} else {
@@ -90,8 +89,7 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 			qi.next = g
 		}
 		i = len(g.members)
-		deadline, _ := ctx.Deadline()
-		g.members = append(g.members, groupMember{job: job, deadline: deadline, ended: ctx.Done()})
+		g.members = append(g.members, groupMember{job: job, ctx: ctx})
 		qi.mu.Unlock()
 		if i == 0 { // the first of a group sends it when its turn comes
 			go func() {
@@ -159,7 +157,8 @@ func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string,
 	now := time.Now()
 	for i := range g.members {
 		m := &g.members[i]
-		if !m.gone && (closed(m.ended) || !m.deadline.IsZero() && !now.Before(m.deadline)) {
+		d, bounded := m.ctx.Deadline()
+		if !m.gone && (m.ctx.Err() != nil || bounded && !now.Before(d)) {
 			m.gone = true // its caller gets its context's error: not sent
 		}
 		if m.gone {
@@ -167,10 +166,10 @@ func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string,
 		}
 		jobs = append(jobs, m.job)
 		index = append(index, i)
-		if m.deadline.IsZero() {
+		if !bounded {
 			unbounded = true
-		} else if m.deadline.After(deadline) {
-			deadline = m.deadline
+		} else if d.After(deadline) {
+			deadline = d
 		}
 	}
 	qi.mu.Unlock()
@@ -191,16 +190,6 @@ func (c *Client) sendGroup(ctx context.Context, qi *queueInserter, queue string,
 	}
 	close(g.done)
 	c.handOn(qi)
-}
-
-// closed reports whether ch is closed (never if nil).
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // handOn hands the queue to the next group, or marks a call finished.

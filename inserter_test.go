@@ -219,8 +219,10 @@ func TestInsertGroupLeavesOutJobOfContextEnded(t *testing.T) {
 	qi := c.queueInserter("default")
 	turn := make(chan struct{})
 	close(turn)
+	ended, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
 	g := &insertGroup{
-		members: []groupMember{{job: job(1), deadline: time.Now().Add(-time.Millisecond)}, {job: job(2)}},
+		members: []groupMember{{job: job(1), ctx: ended}, {job: job(2), ctx: context.Background()}},
 		turn:    turn, sending: true, done: make(chan struct{}),
 	}
 	qi.inflight, qi.next = 1, g // handed on by a call that returned (handOn)
