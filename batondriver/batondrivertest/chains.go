@@ -457,32 +457,25 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 	// to the head of the parked jobs, in the same step: a key with a free
 	// slot keeps no job parked. Both ways back: the chained job given back
 	// on its own, and the job ahead given back, which unchains it.
-	t.Run("GiveBackChainedWithFreeSlotPromotes", func(t *testing.T) {
-		f := newJobFixture(t, newDriver)
-		k := key("k")
-		f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2))
-		got := f.fetchChain(2, 10*time.Second).Jobs
-		require.Len(t, got, 3)
-		x, h, c := got[0], got[1], got[2]
-		require.Equal(t, x.ID, c.After)
-		f.complete(h)
-		require.Empty(t, f.finish(time.Hour, giveBack(c)))
-		require.Zero(t, f.keyGet(k).Parked)
-		f.requireState(available, c.ID)
-	})
-	t.Run("GiveBackAheadWithFreeSlotPromotesChained", func(t *testing.T) {
-		f := newJobFixture(t, newDriver)
-		k := key("k")
-		f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2))
-		got := f.fetchChain(2, 10*time.Second).Jobs
-		require.Len(t, got, 3)
-		x, h, c := got[0], got[1], got[2]
-		require.Equal(t, x.ID, c.After)
-		f.complete(h)
-		require.Empty(t, f.finish(time.Hour, giveBack(x)))
-		require.Zero(t, f.keyGet(k).Parked)
-		f.requireState(available, x.ID, c.ID)
-	})
+	for _, back := range []string{"Chained", "Ahead"} {
+		t.Run("GiveBack"+back+"WithFreeSlotPromotes", func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2))
+			got := f.fetchChain(2, 10*time.Second).Jobs
+			require.Len(t, got, 3)
+			x, h, c := got[0], got[1], got[2]
+			require.Equal(t, x.ID, c.After)
+			f.complete(h)
+			given := c
+			if back == "Ahead" {
+				given = x // which unchains c
+			}
+			require.Empty(t, f.finish(time.Hour, giveBack(given)))
+			require.Zero(t, f.keyGet(k).Parked)
+			f.requireState(available, given.ID, c.ID)
+		})
+	}
 
 	t.Run("GiveBackOverLimitWaitsAtHead", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
