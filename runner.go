@@ -118,6 +118,7 @@ func (c *Client) Start(ctx context.Context) error {
 		fetchCtx: fetchCtx, cancelFetch: cancel,
 		wake:     make(chan struct{}, 1),
 		running:  make(map[execKey]*execution),
+		backoffs: make(map[string]*fetchBackoff),
 		free:     c.cfg.Concurrency,
 		changed:  make(chan struct{}),
 		finishes: make(chan *finishItem, c.cfg.Concurrency),
@@ -379,9 +380,6 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 			}
 			if b == nil {
 				b = &fetchBackoff{wait: 10 * time.Millisecond}
-				if r.backoffs == nil {
-					r.backoffs = map[string]*fetchBackoff{}
-				}
 				r.backoffs[queue] = b
 			}
 			b.at = time.Now().Add(b.wait)
@@ -693,7 +691,7 @@ func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
 	switch {
 	case row == nil || !ok || e.lost:
 		return nil, false
-	case r.stopping, r.fetchCtx.Err() != nil, len(r.cfg.Queues) > 1 && r.free-r.fetching <= 0, !time.Now().Before(e.until):
+	case r.fetchCtx.Err() != nil, len(r.cfg.Queues) > 1 && r.free-r.fetching <= 0, !time.Now().Before(e.until):
 		return nil, true
 	}
 	c := r.track(e.queue, row, e.until)
