@@ -63,7 +63,8 @@ type UniqueOpts struct {
 	Key func(args JobArgs) string
 	// Scope is when twins conflict. Default UniqueUntilDone.
 	Scope UniqueScope
-	// Period is UniquePeriod's window.
+	// Period is UniquePeriod's window: this insert conflicts with a twin
+	// inserted less than Period ago, and claims the key for Period.
 	Period time.Duration
 	// OnConflict is what an insert that conflicts does. Default
 	// UniqueReturnExisting.

@@ -411,6 +411,45 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Equal(t, "duplicate of "+b.ID, reason, "the new job claims the key")
 	})
 
+	t.Run("PeriodIsTheNewInserts", func(t *testing.T) {
+		// A period insert conflicts with a twin inserted less than its own
+		// Period ago, whatever the twin's period; the twin's claim lasts
+		// the twin's period.
+		f := newJobFixture(t, newDriver)
+		const short = 40 * time.Millisecond
+		withShort := func(j *batondriver.JobInsert) { j.Unique.Period = short }
+		a, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, inPeriod, reject)) // an hour
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, inPeriod, reject, withShort))
+		require.Equal(t, "duplicate of "+a.ID, reason, "a twin inserted just now")
+		time.Sleep(2 * short)
+		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, inPeriod, reject, withShort))
+		require.NotEqual(t, a.ID, b.ID)
+		// b claims the key for its own period; an hour's insert sees b.
+		_, reason = f.insertAs(batondriver.JobRejected, uniqueJob(u, inPeriod, reject))
+		require.Equal(t, "duplicate of "+b.ID, reason)
+
+		// So too with a twin of another scope: inserted less than the
+		// period ago, counted from its insert.
+		q, _ := f.insertAs(batondriver.JobInserted, uniqueJob("q", queued, reject))
+		_, reason = f.insertAs(batondriver.JobRejected, uniqueJob("q", inPeriod, reject, withShort))
+		require.Equal(t, "duplicate of "+q.ID, reason)
+		time.Sleep(2 * short)
+		f.insertAs(batondriver.JobInserted, uniqueJob("q", inPeriod, reject, withShort))
+	})
+
+	t.Run("PeriodCountsFromTwinsInsert", func(t *testing.T) {
+		// Not from when the twin took its claim back (here by a snooze).
+		f := newJobFixture(t, newDriver)
+		const short = 40 * time.Millisecond
+		withShort := func(j *batondriver.JobInsert) { j.Unique.Period = short }
+		r := f.runTwin(uniqueJob("r", queued, existing))
+		time.Sleep(2 * short)
+		f.done(r, batondriver.JobOutcomeSnooze, time.Now().Add(time.Hour))
+		row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob("r", queued, existing))
+		require.Equal(t, r.ID, row.ID, "the snoozed job took its claim back")
+		f.insertAs(batondriver.JobInserted, uniqueJob("r", inPeriod, reject, withShort))
+	})
+
 	recoveries := []struct {
 		name     string
 		scope    batondriver.UniqueScope

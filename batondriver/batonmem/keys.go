@@ -486,7 +486,15 @@ func (q *queueState) twin(u *batondriver.JobUnique, now time.Time) (*claim, *job
 	case batondriver.UniqueUntilDone:
 		conflict = t != nil && (queued(t.row.State) || t.row.State == batondriver.JobStateRunning)
 	case batondriver.UniquePeriod:
-		conflict = now.Before(c.at.Add(u.Period))
+		// The twin was inserted less than this insert's period ago: when
+		// its period claim was made, or else when it was created (not when
+		// it last took its claim back).
+		switch {
+		case !c.until.IsZero():
+			conflict = now.Before(c.at.Add(u.Period))
+		case t != nil:
+			conflict = now.Before(t.row.CreatedAt.Add(u.Period))
+		}
 	}
 	if !conflict {
 		return nil, nil

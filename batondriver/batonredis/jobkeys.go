@@ -22,7 +22,7 @@ import (
 //	P:queue:{Q}:keys               sorted set: active concurrency keys, score = -(parked count)
 //	P:queue:{Q}:parked             sorted set: parked job IDs, score = parked at (server ms)
 //	P:queue:{Q}:dropped            sorted set: dropped job IDs, score = finished (server ms)
-//	P:queue:{Q}:unique             hash: unique key -> "expiry:ID" of the job that claims it
+//	P:queue:{Q}:unique             hash: unique key -> "0:ID" of the job that claims it ("expiry:at:ID" for a period)
 //	P:queue:{Q}:unique_periods     sorted set: unique keys with period claims, score = expiry (server ms)
 //	P:queue:{Q}:key:K:h            set: holders of concurrency key K (available and running job IDs)
 //	P:queue:{Q}:key:K:p            list: parked job IDs of K, head first

@@ -209,7 +209,7 @@ for i = 1, #KEYS - first + 1 do
       again(key, id, j, run_at, t)
     elseif outcome == 'again' then
       local c = scope == 'queued' and claim_of(u, now)
-      local other = c and string.sub(c, string.find(c, ':', 1, true) + 1)
+      local other = c and select(3, claim_parts(c))
       if other and other ~= id and QUEUED[redis.call('HGET', J .. other, 'state')] then
         complete(key, id, x)
       else

@@ -412,13 +412,19 @@ local function release(batch, id, k)
   if redis.call('SREM', K .. k .. ':h', id) == 1 then promote(batch, k) end
 end
 
--- Uniqueness claims: U maps a unique key to "expiry:id" (expiry "0" but for
--- UniquePeriod).
+-- Uniqueness claims: U maps a unique key to "0:id", or for UniquePeriod to
+-- "expiry:at:id", at being when the claim was made (server ms; a claim
+-- stored before Baton kept it reads "expiry:id").
 
--- Claim unique key u for job id until expiry (0: until released).
-local function claim(u, id, expiry)
-  redis.call('HSET', U, u, int(expiry) .. ':' .. id)
-  if expiry > 0 then redis.call('ZADD', UP, expiry, u) end
+-- Claim unique key u for job id: until released, or for a period claim
+-- (expiry > 0) made at server ms at, until expiry.
+local function claim(u, id, expiry, at)
+  if expiry > 0 then
+    redis.call('HSET', U, u, int(expiry) .. ':' .. int(at) .. ':' .. id)
+    redis.call('ZADD', UP, expiry, u)
+  else
+    redis.call('HSET', U, u, '0:' .. id)
+  end
 end
 
 -- Release job id's claim of unique key u, if it holds one that is not a
@@ -428,9 +434,21 @@ local function unclaim(u, id)
   if redis.call('HGET', U, u) == '0:' .. id then redis.call('HDEL', U, u) end
 end
 
--- The claim of unique key u at server ms now, "expiry:id", or nil. A
--- period claim that has lapsed is gone, though a fetch has not swept it
--- yet: it is deleted here.
+-- The parts of claim c: its expiry (0 if none), when it was made (nil but
+-- for a period claim that says) and the claiming job's ID.
+local function claim_parts(c)
+  local i = string.find(c, ':', 1, true)
+  local expiry, rest = tonumber(string.sub(c, 1, i - 1)), string.sub(c, i + 1)
+  if expiry > 0 then
+    local k = string.find(rest, ':', 1, true)
+    if k then return expiry, tonumber(string.sub(rest, 1, k - 1)), string.sub(rest, k + 1) end
+  end
+  return expiry, nil, rest
+end
+
+-- The claim of unique key u at server ms now, or nil. A period claim that
+-- has lapsed is gone, though a fetch has not swept it yet: it is deleted
+-- here.
 local function claim_of(u, now)
   local c = redis.call('HGET', U, u)
   if not c then return nil end
@@ -462,11 +480,15 @@ local QUEUED = {scheduled = true, parked = true, available = true}
 local function twin(u, scope, period, now)
   local c = claim_of(u, now)
   if not c then return nil end
-  local i = string.find(c, ':', 1, true)
-  local expiry, id = tonumber(string.sub(c, 1, i - 1)), string.sub(c, i + 1)
+  local expiry, at, id = claim_parts(c)
   local v = load_job(J .. id)
   if scope == 'period' then
-    if expiry > now or (v and tonumber(v[FI.created]) + period > now) then return id, v end
+    -- The twin was inserted less than this insert's period ago: when its
+    -- period claim was made, or else when it was created. (A period claim
+    -- that does not say when it was made conflicts while it lasts.)
+    if expiry > 0 and not at then return id, v end
+    at = at or (v and tonumber(v[FI.created]))
+    if at and at + period > now then return id, v end
     return nil
   end
   if not v then return nil end
