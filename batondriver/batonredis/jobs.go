@@ -419,6 +419,9 @@ func (d *Driver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) 
 	}
 	res := &batondriver.JobExtendResult{Now: time.UnixMilli(v[0])}
 	for _, i := range v[1:] {
+		if i < 1 || int(i) > len(ids) {
+			return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply: lease #%d of %d", i, len(ids)))
+		}
 		res.Lost = append(res.Lost, ids[i-1])
 	}
 	return res, nil
