@@ -28,6 +28,10 @@ type Lease struct {
 	// order than the backend ran the calls could move Until past the
 	// backend's expiry.
 	extending chan struct{}
+	// releasing admits one Release at a time: a second one waits for the
+	// first's result instead of asking the backend again, which would say
+	// the lease is not held.
+	releasing chan struct{}
 
 	mu       sync.Mutex
 	ttl      time.Duration
@@ -48,6 +52,7 @@ func (l *Locker) newLease(ctx context.Context, key, token string, r resolved, fe
 		ctx: lctx, cancel: cancel, ttl: r.ttl,
 		until:     expires.Add(-margin(r.ttl)),
 		extending: make(chan struct{}, 1),
+		releasing: make(chan struct{}, 1),
 	}
 	ls.mu.Lock()
 	ls.expiry = time.AfterFunc(time.Until(ls.until), ls.expire)
@@ -221,9 +226,20 @@ func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
 // (the lease expired and someone else may have had the slot since). A lease
 // that expired but was not reclaimed yet is released normally: nobody else
 // had it. Calling Release again after it succeeded, or after it reported
-// ErrNotHeld, returns nil. Whatever the result, the lease's context is
-// cancelled.
+// ErrNotHeld, returns nil, as does one called while another is under way
+// and succeeds. Whatever the result, the lease's context is cancelled.
 func (ls *Lease) Release(ctx context.Context) error {
+	select {
+	case ls.releasing <- struct{}{}:
+	default: // another Release is under way: its result first
+		select {
+		case ls.releasing <- struct{}{}:
+		case <-ctx.Done():
+			ls.cancel(ErrReleased)
+			return fmt.Errorf("batonlock: release %q: %w", ls.key, context.Cause(ctx))
+		}
+	}
+	defer func() { <-ls.releasing }()
 	ls.mu.Lock()
 	if ls.released {
 		ls.mu.Unlock()

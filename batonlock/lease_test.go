@@ -114,3 +114,27 @@ func TestHeartbeatFollowsShorterTTL(t *testing.T) {
 	require.NoError(t, lease.Err(), "the heartbeat (every second) came too late for a TTL of 150ms")
 	require.NoError(t, lease.Release(ctx))
 }
+
+// TestConcurrentReleasesBothSucceed: two goroutines releasing one lease at
+// once (a deferred Release and a shutdown's) both succeed; neither reports
+// the lease lost, which it was not.
+func TestConcurrentReleasesBothSucceed(t *testing.T) {
+	t.Parallel()
+	l := newLocker(t, batonmem.New(), nil)
+	ctx := context.Background()
+	for i := range 200 {
+		lease, err := l.TryAcquire(ctx, "twice", nil)
+		require.NoError(t, err, "round %d", i)
+		errs := make(chan error, 2)
+		start := make(chan struct{})
+		for range 2 {
+			go func() {
+				<-start
+				errs <- lease.Release(ctx)
+			}()
+		}
+		close(start)
+		require.NoError(t, <-errs, "round %d", i)
+		require.NoError(t, <-errs, "round %d", i)
+	}
+}
