@@ -36,8 +36,15 @@ type every time.Duration
 
 func (e every) Next(t time.Time) time.Time {
 	d := time.Duration(e)
-	return t.Truncate(d).Add(d)
+	// Truncate counts periods from Go's zero time (1 January of year 1),
+	// which is a whole number of periods before the Unix epoch only for
+	// some (those that divide a day do; a week or 7 minutes do not): shift
+	// by where the epoch falls in a period.
+	off := unixEpoch.Sub(unixEpoch.Truncate(d))
+	return t.Add(-off).Truncate(d).Add(off + d)
 }
+
+var unixEpoch = time.Unix(0, 0)
 
 // String is "every " and the period, such as "every 15m0s": the spec the
 // schedule is listed with (ScheduleList).

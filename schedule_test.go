@@ -41,6 +41,23 @@ func TestScheduleSpecs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC), cron.Next(at))
 
+	// Every ticks at multiples of its period since the Unix epoch, as its
+	// doc says, also for a period that does not divide a day: weekly on
+	// Thursdays at 00:00 UTC (1 January 1970 was a Thursday), every 7
+	// minutes at 7-minute multiples of Unix time.
+	weekly, err := baton.Every(7 * 24 * time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC), weekly.Next(at).UTC(), "22 November 2026 is a Sunday")
+	require.Equal(t, time.Date(1970, 1, 8, 0, 0, 0, 0, time.UTC), weekly.Next(time.Unix(0, 0)).UTC())
+	sevenMin, err := baton.Every(7 * time.Minute)
+	require.NoError(t, err)
+	for _, from := range []time.Time{at, time.Unix(0, 0), time.Unix(-1, 0), time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		next := sevenMin.Next(from)
+		require.True(t, next.After(from) && !next.After(from.Add(7*time.Minute)), "Next(%v) = %v", from, next)
+		require.Zero(t, next.Unix()%(7*60), "Next(%v) = %v is no multiple of 7m since the Unix epoch", from, next)
+		require.Zero(t, next.Nanosecond())
+	}
+
 	job := func(time.Time) (baton.JobArgs, *baton.InsertOpts) { return emailArgs{}, nil }
 	for _, tc := range []struct {
 		jobs []*baton.PeriodicJob
