@@ -54,13 +54,19 @@ const everyPrefix = "every "
 
 // Cron parses a standard five-field cron expression (minute, hour, day of
 // month, month, day of week), or a descriptor such as "@hourly", in UTC
-// unless it starts with CRON_TZ=Zone. A bad spec is an error that says why,
-// and so is one that matches no date in the next five years (such as 30
-// February).
+// unless it starts with CRON_TZ=Zone. "@every d" ticks as Every(d) does, at
+// multiples of d since the Unix epoch, with d cut to whole seconds (at
+// least 1s). A bad spec is an error that says why, and so is one that
+// matches no date in the next five years (such as 30 February).
 func Cron(spec string) (Schedule, error) {
 	s, err := cron.ParseStandard(spec)
 	if err != nil {
 		return nil, fmt.Errorf("baton: cron spec %q: %w", spec, err)
+	}
+	if d, ok := s.(cron.ConstantDelaySchedule); ok {
+		// cron's own counts from the time it is given, so that processes
+		// started at different times would fire different ticks.
+		s = every(d.Delay)
 	}
 	if s.Next(time.Now()).IsZero() {
 		return nil, fmt.Errorf("baton: cron spec %q matches no date in the next five years", spec)

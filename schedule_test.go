@@ -41,6 +41,14 @@ func TestScheduleSpecs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC), cron.Next(at))
 
+	// "@every d" ticks as Every(d) does, whenever the process started: two
+	// processes that start at different times compute the same ticks.
+	cronEvery, err := baton.Cron("@every 15m")
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC), cronEvery.Next(at).UTC())
+	require.Equal(t, time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC), cronEvery.Next(at.Add(-5*time.Minute+17*time.Second)).UTC())
+	require.Equal(t, "@every 15m", cronEvery.(fmt.Stringer).String())
+
 	// Every ticks at multiples of its period since the Unix epoch, as its
 	// doc says, also for a period that does not divide a day: weekly on
 	// Thursdays at 00:00 UTC (1 January 1970 was a Thursday), every 7
