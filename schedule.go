@@ -58,6 +58,13 @@ const everyPrefix = "every "
 // multiples of d since the Unix epoch, with d cut to whole seconds (at
 // least 1s). A bad spec is an error that says why, and so is one that
 // matches no date in the next five years (such as 30 February).
+//
+// In a zone with daylight saving time, a spec that does not fire every
+// hour fires at each of its times once a day, as cron does: a time the
+// clock reads twice when it goes back fires the first time only, and a
+// time it skips when it goes forward fires at the moment it does. A spec
+// that fires every hour follows the clock: an hour read twice fires twice,
+// an hour skipped does not fire.
 func Cron(spec string) (Schedule, error) {
 	s, err := cron.ParseStandard(spec)
 	if err != nil {
@@ -80,7 +87,70 @@ type cronSchedule struct {
 }
 
 func (c cronSchedule) Next(t time.Time) time.Time {
-	return c.Schedule.Next(t.UTC())
+	spec, ok := c.Schedule.(*cron.SpecSchedule)
+	// cron reads a spec without CRON_TZ in the zone of the time it is
+	// given: UTC here.
+	if !ok || spec.Location == time.Local || spec.Location == time.UTC || spec.Hour&allHours == allHours {
+		// No daylight saving time, or every hour (or every period): the
+		// ticks follow the clock, which may show an hour twice or not at
+		// all.
+		return c.Schedule.Next(t.UTC())
+	}
+	// A spec of some hours of the day fires once a day at each of its
+	// times as the clock reads them, as cron does across a change of
+	// daylight saving time.
+	for {
+		next := c.Schedule.Next(t.UTC())
+		if next.IsZero() {
+			return next
+		}
+		if jump := skippedTick(spec, t, next); !jump.IsZero() {
+			return jump // clocks went forward over a tick: it fires then
+		}
+		if !repeatedTime(spec.Location, next) {
+			return next
+		}
+		t = next // clocks went back: that time was a tick already
+	}
+}
+
+const allHours = 1<<24 - 1
+
+// skippedTick returns the first moment in (t, next] at which clocks in
+// spec's zone jumped forward over a time spec matches, else zero.
+func skippedTick(spec *cron.SpecSchedule, t, next time.Time) time.Time {
+	for z := t.In(spec.Location); ; {
+		_, end := z.ZoneBounds() // the zone's next change, after z
+		if end.IsZero() || end.After(next) {
+			return time.Time{}
+		}
+		_, before := end.Add(-time.Nanosecond).Zone()
+		_, after := end.Zone()
+		if after > before {
+			// The clock read the times [end's in before, +(after-before))
+			// in no zone: does spec match one of them?
+			old := *spec
+			old.Location = time.FixedZone("", before)
+			m := old.Next(end.Add(-time.Second))
+			if !m.IsZero() && m.Before(end.Add(time.Duration(after-before)*time.Second)) {
+				return end
+			}
+		}
+		z = end
+	}
+}
+
+// repeatedTime reports whether the clock in loc read the time it reads at
+// t once before, in the zone before clocks went back.
+func repeatedTime(loc *time.Location, t time.Time) bool {
+	t = t.In(loc)
+	start, _ := t.ZoneBounds()
+	if start.IsZero() {
+		return false
+	}
+	_, before := start.Add(-time.Nanosecond).Zone()
+	_, now := t.Zone()
+	return before > now && t.Sub(start) < time.Duration(before-now)*time.Second
 }
 
 // String is the spec as given to Cron.

@@ -286,3 +286,63 @@ func (h *hookHandler) Enabled(context.Context, slog.Level) bool      { return tr
 func (h *hookHandler) Handle(_ context.Context, r slog.Record) error { h.fn(r); return nil }
 func (h *hookHandler) WithAttrs([]slog.Attr) slog.Handler            { return h }
 func (h *hookHandler) WithGroup(string) slog.Handler                 { return h }
+
+// A cron spec in a zone with daylight saving time that does not fire every
+// hour fires once a day as the clock reads it: a wall-clock time that
+// occurs twice when clocks go back fires at its first occurrence only, and
+// one skipped when clocks go forward fires at the moment they do. A spec
+// that fires every hour follows the clock as it goes.
+func TestCronDaylightSaving(t *testing.T) {
+	t.Parallel()
+	utc := func(y int, m time.Month, d, h, min int) time.Time { return time.Date(y, m, d, h, min, 0, 0, time.UTC) }
+	ticks := func(spec string, from time.Time, n int) []time.Time {
+		s, err := baton.Cron(spec)
+		require.NoError(t, err)
+		var out []time.Time
+		for range n {
+			from = s.Next(from)
+			out = append(out, from.UTC())
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		spec string
+		from time.Time
+		want []time.Time
+	}{
+		// New York falls back at 06:00 UTC on 3 November 2024 (2:00 EDT to
+		// 1:00 EST): 1:30 occurs at 05:30 and 06:30 UTC.
+		{"CRON_TZ=America/New_York 30 1 * * *", utc(2024, 11, 2, 12, 0), []time.Time{utc(2024, 11, 3, 5, 30), utc(2024, 11, 4, 6, 30)}},
+		// It springs forward at 07:00 UTC on 10 March 2024 (2:00 EST to
+		// 3:00 EDT): 2:30 does not occur and fires at 3:00 EDT.
+		{"CRON_TZ=America/New_York 30 2 * * *", utc(2024, 3, 9, 12, 0), []time.Time{utc(2024, 3, 10, 7, 0), utc(2024, 3, 11, 6, 30)}},
+		// Berlin: forward at 01:00 UTC on 31 March 2024, back at 01:00 UTC
+		// on 27 October 2024.
+		{"CRON_TZ=Europe/Berlin 30 2 * * *", utc(2024, 3, 30, 12, 0), []time.Time{utc(2024, 3, 31, 1, 0), utc(2024, 4, 1, 0, 30)}},
+		{"CRON_TZ=Europe/Berlin 30 2 * * *", utc(2024, 10, 26, 12, 0), []time.Time{utc(2024, 10, 27, 0, 30), utc(2024, 10, 28, 1, 30)}},
+		{"CRON_TZ=Europe/Berlin */20 2 * * *", utc(2024, 10, 26, 12, 0), []time.Time{utc(2024, 10, 27, 0, 0), utc(2024, 10, 27, 0, 20), utc(2024, 10, 27, 0, 40), utc(2024, 10, 28, 1, 0)}},
+		{"CRON_TZ=Europe/Berlin */20 2 * * *", utc(2024, 3, 30, 12, 0), []time.Time{utc(2024, 3, 31, 1, 0), utc(2024, 4, 1, 0, 0)}},
+		// Every hour: both 1:00s, and no 2:00 when there is none.
+		{"CRON_TZ=America/New_York 0 * * * *", utc(2024, 11, 3, 4, 30), []time.Time{utc(2024, 11, 3, 5, 0), utc(2024, 11, 3, 6, 0), utc(2024, 11, 3, 7, 0)}},
+		{"CRON_TZ=America/New_York 0 * * * *", utc(2024, 3, 10, 5, 30), []time.Time{utc(2024, 3, 10, 6, 0), utc(2024, 3, 10, 7, 0), utc(2024, 3, 10, 8, 0)}},
+	} {
+		require.Equal(t, tc.want, ticks(tc.spec, tc.from, len(tc.want)), "%s from %v", tc.spec, tc.from)
+	}
+
+	// A daily spec fires once on every day of the year, whatever its time.
+	for _, zone := range []string{"America/New_York", "Europe/Berlin", "Australia/Sydney"} {
+		loc, err := time.LoadLocation(zone)
+		require.NoError(t, err)
+		for _, at := range []string{"0 0", "30 1", "30 2", "0 3"} {
+			spec := "CRON_TZ=" + zone + " " + at + " * * *"
+			days := map[string]int{}
+			for _, tick := range ticks(spec, time.Date(2024, 1, 1, 12, 0, 0, 0, loc), 365) {
+				days[tick.In(loc).Format(time.DateOnly)]++
+			}
+			for day, n := range days {
+				require.Equal(t, 1, n, "%s fired %d times on %s", spec, n, day)
+			}
+			require.Len(t, days, 365, "%s skipped a day", spec)
+		}
+	}
+}
