@@ -315,6 +315,14 @@ func testKeyBadInput(t *testing.T, bin string) {
 		{[]string{"key", "show", hooks, "-x"}, "(a KEY that starts with '-' goes after '--')"},
 		{[]string{"keys", "list"}, "missing argument"},
 		{[]string{"keys", "list", hooks, "--limit", "0"}, "out of range 1..1000"},
+		// An empty QUEUE is no queue: bad usage, not "every queue".
+		{[]string{"keys", "list", ""}, "empty QUEUE"},
+		{[]string{"key", "show", "", acme}, "empty QUEUE"},
+		{[]string{"limit", "set", "", acme, "1"}, "empty QUEUE"},
+		{[]string{"limit", "set", "", acme, "1", "--new-key"}, "empty QUEUE"},
+		{[]string{"limit", "reset", "", acme}, "empty QUEUE"},
+		{[]string{"queue", "pause", ""}, "empty QUEUE"},
+		{[]string{"queue", "resume", ""}, "empty QUEUE"},
 	} {
 		r := f.run(tc.args...)
 		require.Equal(t, exitUsage, r.code, "%q: %s", tc.args, r.stderr)

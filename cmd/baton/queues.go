@@ -269,8 +269,13 @@ func queuesOf(ctx context.Context, b *backend, queue string) ([]string, error) {
 	return []string{queue}, nil
 }
 
-// requireQueue fails with exitNotFound unless queue has had a job.
+// requireQueue fails with exitNotFound unless queue has had a job, and
+// with exitUsage if it is empty: a QUEUE argument names one queue, where
+// queuesOf takes "" (no -q) for every queue.
 func requireQueue(ctx context.Context, b *backend, queue string) error {
+	if queue == "" {
+		return usageErr("empty QUEUE: name a queue (see 'baton queues')")
+	}
 	_, err := queuesOf(ctx, b, queue)
 	return err
 }
