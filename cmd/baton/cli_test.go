@@ -437,6 +437,12 @@ func testLocks(t *testing.T, bin string) {
 	r = f.run("locks", "show", "never:used")
 	require.Equal(t, exitNotFound, r.code)
 	require.Contains(t, r.stderr, `lock key "never:used" not found`)
+	r = f.run("locks", "show", "")
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "bad KEY: a lock key has 1 to 4096 bytes, not 0")
+	r = f.run("locks", "show", strings.Repeat("k", 4097))
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "not 4097")
 }
 
 func testEnvironment(t *testing.T, bin string) {

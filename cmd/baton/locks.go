@@ -55,6 +55,9 @@ the last fencing token issued, the holders with their leases' time left, and the
 waiters in the order they will be granted (Redis lists the first 1000). A key never
 used is not found (exit code 3).`,
 		RunE: a.action(1, 1, func(ctx context.Context, b *backend, args []string) error {
+			if n := len(args[0]); n == 0 || n > batonlock.MaxKeyLen {
+				return usageErr("bad KEY: a lock key has 1 to %d bytes, not %d", batonlock.MaxKeyLen, n)
+			}
 			info, err := b.locker.Inspect(ctx, args[0])
 			if err != nil {
 				return err
