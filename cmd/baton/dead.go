@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -121,7 +122,8 @@ cannot be undone, so it asks for --yes.`,
 // forDeadSet applies op to every job in the dead set of queue ("" for
 // every queue) as it was when the call began, and returns how many it did.
 // A job that left the dead set meanwhile (a retry by someone else, the
-// retention sweep) is skipped.
+// retention sweep) is skipped: each job is read again just before op,
+// which leaves one round trip in which it could still leave.
 func forDeadSet(ctx context.Context, b *backend, queue string, op func(*baton.JobRow) error) (int, error) {
 	queues, err := queuesOf(ctx, b, queue)
 	if err != nil {
@@ -145,7 +147,13 @@ func forDeadSet(ctx context.Context, b *backend, queue string, op func(*baton.Jo
 	}
 	n := 0
 	for _, j := range jobs {
-		err := op(j)
+		j, err := b.client.JobGet(ctx, j.Queue, j.ID)
+		if err == nil && !slices.Contains(deadStates, j.State) {
+			continue // retried by someone else since the listing
+		}
+		if err == nil {
+			err = op(j)
+		}
 		if err != nil && isNotFound(err) {
 			continue
 		}
