@@ -289,10 +289,11 @@ func (r *run) run(parent context.Context) (*Result, error) {
 	if stopErr != nil {
 		return nil, stopErr
 	}
-	if !drained {
-		r.screen.event("%s", r.screen.paint(red, "gave up waiting for every job to end"))
+	if drained {
+		r.screen.event("every job has ended; both worker processes stopped")
+	} else {
+		r.screen.event("%s; both worker processes stopped", r.screen.paint(red, "gave up waiting for every job to end"))
 	}
-	r.screen.event("every job has ended; both worker processes stopped")
 
 	res, err := r.result(parent)
 	if err != nil {

@@ -196,3 +196,26 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// stuckDriver reports a job of the billing queue that never ends.
+type stuckDriver struct{ batondriver.Driver }
+
+func (d stuckDriver) QueueStats(ctx context.Context, p *batondriver.QueueParams) (*batondriver.QueueStatsResult, error) {
+	res, err := d.Driver.QueueStats(ctx, p)
+	if err == nil && p.Queue == queueBilling {
+		res.Counts[batondriver.JobStateRunning]++
+	}
+	return res, err
+}
+
+// TestDrainGivesUp: when a job never ends, the demo gives up waiting, says
+// so, fails the check, and does not also claim that every job ended.
+func TestDrainGivesUp(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	res, err := Run(context.Background(), stuckDriver{batonmem.New()}, &out, &Config{Scale: scale})
+	require.ErrorIs(t, err, ErrGuarantee, out.String())
+	requireChecks(t, res, out.String(), "terminal state")
+	require.Contains(t, out.String(), "gave up waiting for every job to end")
+	require.NotContains(t, out.String(), "every job has ended", "after giving up on them")
+}
