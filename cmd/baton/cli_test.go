@@ -476,6 +476,7 @@ func testBadInput(t *testing.T, bin string) {
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"queues", "extra"}, `unexpected argument "extra"`},
 		{[]string{"queues", "--timeout", "soon"}, `invalid argument "soon"`},
+		{[]string{"queues", "--timeout", "-5s"}, "--timeout -5s: want a duration from 0 (never)"},
 		{[]string{"jobs", "show", ""}, "empty job ID"},
 	} {
 		r := f.run(tc.args...)

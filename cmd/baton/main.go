@@ -249,6 +249,9 @@ func (a *app) action(minArgs, maxArgs int, fn func(ctx context.Context, b *backe
 		if err := checkArgs(cmd, args, minArgs, maxArgs); err != nil {
 			return err
 		}
+		if a.timeout < 0 {
+			return usageErr("--timeout %v: want a duration from 0 (never) up", a.timeout)
+		}
 		ctx := cmd.Context()
 		if a.timeout > 0 {
 			var cancel context.CancelFunc
