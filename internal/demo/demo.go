@@ -97,6 +97,7 @@ type run struct {
 	periodic []*baton.PeriodicJob
 	every    time.Duration // the fan-out's period
 	start    time.Time
+	started  time.Time // when both worker processes had started
 	stopAt   time.Time // when the workers began to stop
 
 	mu       sync.Mutex
@@ -258,6 +259,7 @@ func (r *run) run(parent context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
+	r.started = time.Now()
 	r.screen.event("2 worker processes started, %d workers each", workersPerProcess)
 
 	var bg sync.WaitGroup
@@ -358,9 +360,9 @@ func (r *run) drain(ctx context.Context) bool {
 }
 
 // firstTick is the fan-out's first tick that both worker processes must
-// fire: the first one after they started.
+// fire: the first one after both had started.
 func (r *run) firstTick() time.Time {
-	return r.periodic[0].Schedule.Next(r.start.Add(50 * time.Millisecond))
+	return r.periodic[0].Schedule.Next(r.started)
 }
 
 // idle reads every queue: true if nothing is left to run.
