@@ -62,20 +62,20 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheStatic(http.FileServerFS(static))))
 
 	mux.HandleFunc("GET /{$}", h.overview)
-	mux.HandleFunc("GET /queues/{queue}", h.queue)
-	mux.HandleFunc("GET /queues/{queue}/jobs/{id}", h.job)
-	mux.HandleFunc("GET /queues/{queue}/keys", h.keys) // ?key=: one key
-	mux.HandleFunc("GET /queues/{queue}/keys/{key...}", h.keyPath)
+	mux.HandleFunc("GET /queues/{queue}", h.queueName(h.queue))
+	mux.HandleFunc("GET /queues/{queue}/jobs/{id}", h.queueName(h.job))
+	mux.HandleFunc("GET /queues/{queue}/keys", h.queueName(h.keys)) // ?key=: one key
+	mux.HandleFunc("GET /queues/{queue}/keys/{key...}", h.queueName(h.keyPath))
 	mux.HandleFunc("GET /dead", h.dead)
 	mux.HandleFunc("GET /locks", h.locks)
 	mux.HandleFunc("GET /schedules", h.schedules)
 
-	mux.HandleFunc("POST /queues/{queue}/pause", h.pause)
-	mux.HandleFunc("POST /queues/{queue}/resume", h.resume)
-	mux.HandleFunc("POST /queues/{queue}/jobs/{id}/retry", h.retry)
-	mux.HandleFunc("POST /queues/{queue}/jobs/{id}/delete", h.delete)
-	mux.HandleFunc("POST /queues/{queue}/keys/limit", h.setLimit) // ?key=
-	mux.HandleFunc("POST /queues/{queue}/keys/reset", h.resetLimit)
+	mux.HandleFunc("POST /queues/{queue}/pause", h.queueName(h.pause))
+	mux.HandleFunc("POST /queues/{queue}/resume", h.queueName(h.resume))
+	mux.HandleFunc("POST /queues/{queue}/jobs/{id}/retry", h.queueName(h.retry))
+	mux.HandleFunc("POST /queues/{queue}/jobs/{id}/delete", h.queueName(h.delete))
+	mux.HandleFunc("POST /queues/{queue}/keys/limit", h.queueName(h.setLimit)) // ?key=
+	mux.HandleFunc("POST /queues/{queue}/keys/reset", h.queueName(h.resetLimit))
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "No such page.")
@@ -96,6 +96,34 @@ func (h *handler) routes() http.Handler {
 		next = http.StripPrefix(h.base, next)
 	}
 	return securityHeaders(next)
+}
+
+// queueName wraps a route whose path names a queue: a name that baton
+// refuses is answered 400 before any admin call, since the admin API's
+// error for it cannot be told from a failure of the backend (502).
+func (h *handler) queueName(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if msg := badQueue(r.PathValue("queue")); msg != "" {
+			h.fail(w, r, http.StatusBadRequest, msg)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// badQueue says why baton refuses q as a queue name, or "" if it takes it.
+// The rule is baton's: 1 to 128 bytes of A-Z a-z 0-9 _ . : -
+// (TestBadQueueNameIsBadRequest checks that they agree).
+func badQueue(q string) string {
+	ok := q != "" && len(q) <= 128
+	for i := 0; ok && i < len(q); i++ {
+		c := q[i]
+		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-'
+	}
+	if !ok {
+		return fmt.Sprintf("No queue can be named %q: a queue name has 1 to 128 bytes of A-Z a-z 0-9 _ . : -", truncate(q, 60))
+	}
+	return ""
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

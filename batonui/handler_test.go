@@ -454,3 +454,28 @@ func TestRootDoesNotImportUI(t *testing.T) {
 		require.NotContains(t, string(out), bad)
 	}
 }
+
+// TestBadQueueNameIsBadRequest checks that a queue name baton refuses, in
+// a URL typed or edited by hand, is answered 400 with the rule, on pages and
+// actions alike: not 502 as if the backend had failed.
+func TestBadQueueNameIsBadRequest(t *testing.T) {
+	e := setup(t, &batonui.Config{NoAuth: true, Writable: true})
+	for _, p := range []string{"/queues/a%20b", "/queues/x%21", "/queues/a%20b/keys", "/queues/a%20b/keys?key=k", "/queues/a%20b/jobs/x", "/dead?queue=a%20b", "/queues/" + strings.Repeat("q", 129)} {
+		body := e.get(p, http.StatusBadRequest)
+		require.Contains(t, body, "A-Z a-z 0-9 _ . : -", p)
+	}
+	for _, p := range []string{"/queues/a%20b/pause", "/queues/a%20b/resume", "/queues/a%20b/jobs/x/retry", "/queues/a%20b/jobs/x/delete", "/queues/a%20b/keys/limit?key=k", "/queues/a%20b/keys/reset?key=k"} {
+		resp := e.post(p, url.Values{"limit": {"3"}})
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, p)
+	}
+	// The dashboard's rule is baton's: every name it lets through, the
+	// client takes, and the other way round.
+	for _, q := range []string{"q", "a.b:c-d_E9", "a b", "x!", "a/b", "é", strings.Repeat("q", 128), strings.Repeat("q", 129)} {
+		_, err := e.client.QueueStats(context.Background(), q)
+		status := http.StatusOK
+		if err != nil {
+			status = http.StatusBadRequest
+		}
+		e.get("/dead?queue="+url.QueryEscape(q), status)
+	}
+}

@@ -326,6 +326,10 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 		h.hist.add(now, stats)
 	}
 	d := &deadData{Selected: r.URL.Query().Get("queue"), State: baton.JobState(r.URL.Query().Get("state")), Return: h.here(r)}
+	if msg := badQueue(d.Selected); d.Selected != "" && msg != "" {
+		h.fail(w, r, http.StatusBadRequest, msg)
+		return
+	}
 	for _, st := range stats {
 		dq := deadQueue{Name: st.Queue, Dead: st.Counts[baton.JobStateDead], Cancelled: st.Counts[baton.JobStateCancelled]}
 		if dq.Dead+dq.Cancelled > 0 {
