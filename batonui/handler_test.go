@@ -3,12 +3,14 @@ package batonui_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -477,5 +479,26 @@ func TestBadQueueNameIsBadRequest(t *testing.T) {
 			status = http.StatusBadRequest
 		}
 		e.get("/dead?queue="+url.QueryEscape(q), status)
+	}
+}
+
+// TestOverviewPauseReturnsToOverview checks that pausing or resuming a
+// queue from the overview comes back to the overview, with or without a
+// base path: the form's return field must be a URL the action accepts.
+func TestOverviewPauseReturnsToOverview(t *testing.T) {
+	t.Parallel()
+	for _, base := range []string{"", "/admin/baton"} {
+		t.Run("base="+base, func(t *testing.T) {
+			e := setup(t, &batonui.Config{NoAuth: true, Writable: true, BasePath: base})
+			e.insert("q", "k", nil)
+			for _, action := range []string{"pause", "resume"} {
+				body := e.get("/", http.StatusOK)
+				m := regexp.MustCompile(`action="` + regexp.QuoteMeta(base) + `/queues/q/` + action + `"[^>]*><input type="hidden" name="return" value="([^"]*)"`).FindStringSubmatch(body)
+				require.NotNil(t, m, "the overview has a %s form for q", action)
+				resp := e.post("/queues/q/"+action, url.Values{"return": {html.UnescapeString(m[1])}})
+				require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+				require.Equal(t, base+"/?done="+action+"d", resp.Header.Get("Location"))
+			}
+		})
 	}
 }

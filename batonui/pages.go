@@ -41,6 +41,7 @@ type overviewData struct {
 	Keys    int // active keys of all queues
 	Chart   chart
 	Through *throughput
+	Return  string // the overview, where its pause forms come back to
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +55,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.hist.add(now, stats)
 	}
 	t := h.hist.summary(now)
-	d := &overviewData{Totals: map[baton.JobState]int{}, Through: t, Chart: newChart(t.Buckets)}
+	d := &overviewData{Totals: map[baton.JobState]int{}, Through: t, Chart: newChart(t.Buckets), Return: h.here(r)}
 	for _, st := range stats {
 		d.Queues = append(d.Queues, queueRow{QueueStats: st, Hour: t.Queues[st.Queue]})
 		for s, n := range st.Counts {
