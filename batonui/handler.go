@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -291,8 +292,17 @@ func (h *handler) localURL(s string) (string, bool) {
 	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
 		return "", false
 	}
-	if !strings.HasPrefix(u.Path, h.base+"/") {
+	// Dot segments are resolved first, as http.Redirect and browsers
+	// resolve them ("%2e%2e" included): "/base/../x" is not under /base.
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	if !strings.HasPrefix(clean, h.base+"/") {
 		return "", false
+	}
+	if clean != u.Path {
+		u.Path, u.RawPath = clean, ""
 	}
 	u.Fragment = ""
 	return u.RequestURI(), true

@@ -502,3 +502,22 @@ func TestOverviewPauseReturnsToOverview(t *testing.T) {
 		})
 	}
 }
+
+// TestReturnStaysUnderBase checks that an action's return URL cannot leave
+// the dashboard's base path with dot segments, which http.Redirect and
+// browsers resolve ("%2e%2e" too).
+func TestReturnStaysUnderBase(t *testing.T) {
+	e := setup(t, &batonui.Config{NoAuth: true, Writable: true, BasePath: "/admin/baton"})
+	for ret, want := range map[string]string{
+		"/admin/baton/../../logout":             "/admin/baton/queues/q?done=paused",
+		"/admin/baton/%2e%2e/logout":            "/admin/baton/queues/q?done=paused",
+		"/admin/baton/%2E%2E/%2e%2e/logout?a=b": "/admin/baton/queues/q?done=paused",
+		"/admin/baton/..":                       "/admin/baton/queues/q?done=paused",
+		"/admin/baton/queues/../dead?queue=q":   "/admin/baton/dead?done=paused&queue=q",
+		"/admin/baton/":                         "/admin/baton/?done=paused",
+	} {
+		resp := e.post("/queues/q/pause", url.Values{"return": {ret}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, ret)
+		require.Equal(t, want, resp.Header.Get("Location"), ret)
+	}
+}
