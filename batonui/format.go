@@ -43,6 +43,7 @@ func (h *handler) funcs() template.FuncMap {
 		},
 		"ago":      func(t time.Time) string { return ago(h.now(), t) },
 		"abs":      absTime,
+		"iso":      isoTime,
 		"dur":      shortDuration,
 		"waited":   func(t time.Time) string { return waited(h.now(), t) },
 		"queueURL": func(q string) string { return h.base + "/queues/" + url.PathEscape(q) },
@@ -162,6 +163,15 @@ func absTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+}
+
+// isoTime is t for a datetime attribute: RFC 3339 in UTC, to the
+// millisecond. absTime's " UTC" suffix is not a valid HTML datetime.
+func isoTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 // shortDuration writes d with its two largest units: 4s, 3m 12s, 2h 5m, 3d 4h.

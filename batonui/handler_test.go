@@ -521,3 +521,20 @@ func TestReturnStaysUnderBase(t *testing.T) {
 		require.Equal(t, want, resp.Header.Get("Location"), ret)
 	}
 }
+
+// TestTimelineDatetimes checks that the machine-readable times of a job's
+// timeline are valid HTML datetimes (RFC 3339, in UTC), not the text shown.
+func TestTimelineDatetimes(t *testing.T) {
+	e := setup(t, nil)
+	e.insert("q", "k", nil)
+	j := e.finish("q", batondriver.JobOutcomeDead, "boom")
+	body := e.get("/queues/q/jobs/"+j.ID, http.StatusOK)
+	ms := regexp.MustCompile(`<time datetime="([^"]*)">`).FindAllStringSubmatch(body, -1)
+	require.NotEmpty(t, ms)
+	for _, m := range ms {
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		require.NoError(t, err, m[1])
+		require.True(t, strings.HasSuffix(m[1], "Z"), m[1])
+		require.WithinDuration(t, j.CreatedAt, at, time.Minute)
+	}
+}
