@@ -422,3 +422,30 @@ func TestRootImportsNoPrometheus(t *testing.T) {
 		require.NotEqual(t, "github.com/batonhq/baton/batonprom", d)
 	}
 }
+
+// TestScrapeTimeoutCountsOnce: a scrape that runs out of time counts one
+// error, as Config.ScrapeTimeout says, however many queues and sources were
+// left to read after the one that stuck, and whether or not the backend
+// honours the deadline; the queues after it are not read.
+func TestScrapeTimeoutCountsOnce(t *testing.T) {
+	t.Parallel()
+	for _, honour := range []bool{true, false} {
+		t.Run(fmt.Sprintf("honourCtx=%v", honour), func(t *testing.T) {
+			m, reg := setup(t, &batonprom.Config{ScrapeTimeout: 100 * time.Millisecond})
+			d := &stuckDriver{JobDriver: batonmem.New(), honourCtx: honour, release: make(chan struct{})}
+			t.Cleanup(func() { close(d.release) })
+			client, err := baton.NewClient(d, &baton.Config{Logger: quiet})
+			require.NoError(t, err)
+			other, err := baton.NewClient(batonmem.New(), &baton.Config{Logger: quiet})
+			require.NoError(t, err)
+			m.CollectQueues(client, "fast", "slow", "after-1", "after-2", "after-3")
+			m.CollectQueues(other)
+
+			for scrape := 1; scrape <= 2; scrape++ {
+				got := gather(t, reg)
+				require.Equal(t, float64(scrape), got[`baton_queue_scrape_errors_total`], "scrape %d", scrape)
+				require.NotContains(t, got, `baton_queue_paused{queue="after-1"}`)
+			}
+		})
+	}
+}

@@ -78,6 +78,9 @@ func (m *Metrics) collectQueues(ch chan<- prometheus.Metric) {
 // source that names its queues claims them before reading them, so that a
 // failed read leaves a gap rather than another backend's figures under the
 // same name; a source that lists every queue claims those it read.
+//
+// Once ctx is done the scrape is out of time: the reads left are not
+// tried, and the timeout is one error, not one per queue or source left.
 func (m *Metrics) readQueues(ctx context.Context, sources []*queueSource) *scrape {
 	s := &scrape{}
 	seen := map[string]bool{}
@@ -91,16 +94,26 @@ func (m *Metrics) readQueues(ctx context.Context, sources []*queueSource) *scrap
 					s.add(m, st.Queue, st)
 				}
 			}
+			if err != nil && ctx.Err() != nil {
+				return s
+			}
 			continue
 		}
 		for _, q := range src.queues {
 			if seen[q] {
 				continue
 			}
+			if err := ctx.Err(); err != nil {
+				s.errs = append(s.errs, fmt.Errorf("queue %q and the rest left unread: %w", q, err))
+				return s
+			}
 			seen[q] = true
 			st, err := src.client.QueueStats(ctx, q)
 			if err != nil {
 				s.errs = append(s.errs, err)
+				if ctx.Err() != nil {
+					return s
+				}
 				continue
 			}
 			s.add(m, q, st)
