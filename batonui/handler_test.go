@@ -538,3 +538,30 @@ func TestTimelineDatetimes(t *testing.T) {
 		require.WithinDuration(t, j.CreatedAt, at, time.Minute)
 	}
 }
+
+// TestDeadQueueTabOpensOnItsJobs checks that a queue's tab on the dead page
+// (a link without ?state=) opens on the state that has its jobs: a queue
+// with only cancelled jobs shows them, as the first queue does when none is
+// chosen, not "No dead jobs." beside a count of three.
+func TestDeadQueueTabOpensOnItsJobs(t *testing.T) {
+	e := setup(t, nil)
+	e.insert("a", "k", nil)
+	dead := e.finish("a", batondriver.JobOutcomeDead, "boom")
+	e.insert("b", "k", nil)
+	cancelled := e.finish("b", batondriver.JobOutcomeCancel, "account closed")
+	e.insert("c", "k", nil)
+	cancelledToo := e.finish("c", batondriver.JobOutcomeCancel, "account closed")
+
+	body := e.get("/dead", http.StatusOK)
+	require.Contains(t, body, dead.ID, "the first queue, on its dead jobs")
+	require.Contains(t, body, `href="/dead?queue=b"`)
+	body = e.get("/dead?queue=b", http.StatusOK)
+	require.Contains(t, body, cancelled.ID)
+	require.NotContains(t, body, "No dead jobs.")
+	body = e.get("/dead?queue=b&state=dead", http.StatusOK)
+	require.Contains(t, body, "No dead jobs.", "a state asked for is kept")
+	body = e.get("/dead?queue=a", http.StatusOK)
+	require.Contains(t, body, dead.ID)
+	require.NotContains(t, e.get("/dead?queue=c", http.StatusOK), "No dead jobs.")
+	require.Contains(t, e.get("/dead?queue=c", http.StatusOK), cancelledToo.ID)
+}

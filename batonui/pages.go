@@ -340,17 +340,18 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 			d.SelDead, d.SelCancelled = dq.Dead, dq.Cancelled
 		}
 	}
-	if d.State == "" {
-		d.State = baton.JobStateDead
-	}
-	if d.State != baton.JobStateDead && d.State != baton.JobStateCancelled {
+	if d.State != "" && d.State != baton.JobStateDead && d.State != baton.JobStateCancelled {
 		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The dead set holds dead and cancelled jobs, not %q.", d.State))
 		return
 	}
 	if d.Selected == "" && len(d.Queues) > 0 {
 		d.Selected = d.Queues[0].Name
 		d.SelDead, d.SelCancelled = d.Queues[0].Dead, d.Queues[0].Cancelled
-		if d.Queues[0].Dead == 0 && r.URL.Query().Get("state") == "" {
+	}
+	if d.State == "" {
+		// No state asked for (a queue's tab): the one that has its jobs.
+		d.State = baton.JobStateDead
+		if d.SelDead == 0 && d.SelCancelled > 0 {
 			d.State = baton.JobStateCancelled
 		}
 	}
