@@ -67,8 +67,8 @@ type Config struct {
 	PeriodicJobs []*baton.PeriodicJob
 
 	// RefreshInterval is how often open pages update themselves (with a
-	// small script, or a meta refresh without JavaScript). Default 5s;
-	// negative: never.
+	// small script, or a meta refresh without JavaScript), in whole
+	// seconds, rounded up. Default 5s; at least 1s; negative: never.
 	RefreshInterval time.Duration
 
 	// PageSize is how many jobs a list shows per page, at most 1000.

@@ -206,7 +206,8 @@ type view struct {
 func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, page string, v *view) {
 	v.Base, v.Writable, v.Now = h.base, h.cfg.Writable, h.now()
 	if h.cfg.RefreshInterval > 0 && status == http.StatusOK {
-		v.Refresh = int(h.cfg.RefreshInterval / time.Second)
+		// Whole seconds, rounded up: never more often than configured.
+		v.Refresh = int((h.cfg.RefreshInterval + time.Second - 1) / time.Second)
 	}
 	if v.Flash == "" {
 		v.Flash = flashes[r.URL.Query().Get("done")]

@@ -565,3 +565,13 @@ func TestDeadQueueTabOpensOnItsJobs(t *testing.T) {
 	require.NotContains(t, e.get("/dead?queue=c", http.StatusOK), "No dead jobs.")
 	require.Contains(t, e.get("/dead?queue=c", http.StatusOK), cancelledToo.ID)
 }
+
+// TestRefreshIntervalNotShortened checks that a RefreshInterval that is not
+// whole seconds is not cut down: pages must not refresh more often than
+// configured (1.5s became 1s, and 1.9s too).
+func TestRefreshIntervalNotShortened(t *testing.T) {
+	e := setup(t, &batonui.Config{NoAuth: true, RefreshInterval: 1900 * time.Millisecond})
+	body := e.get("/", http.StatusOK)
+	require.Contains(t, body, `<body data-refresh="2">`)
+	require.Contains(t, body, `<meta http-equiv="refresh" content="2">`)
+}
