@@ -237,7 +237,7 @@ func (h *handler) backendError(w http.ResponseWriter, r *http.Request, err error
 	case errors.Is(err, baton.ErrJobNotFound):
 		h.fail(w, r, http.StatusNotFound, "No such job: it may have been deleted, or swept after its retention period.")
 	case errors.Is(err, baton.ErrKeyNotFound):
-		h.fail(w, r, http.StatusNotFound, "No such key in this queue: no job of it was ever admitted or parked here, and no limit was set for it. Keys belong to one queue.")
+		h.fail(w, r, http.StatusNotFound, "No such key in this queue now: a key is idle, and keeps no state, unless jobs of it hold a slot or are parked or a limit is set for it. Keys belong to one queue.")
 	case errors.Is(err, batondriver.ErrBadParams):
 		h.fail(w, r, http.StatusConflict, "Refused: "+err.Error())
 	case errors.Is(err, context.Canceled):

@@ -276,3 +276,17 @@ func TestKeyLimitReadOnly(t *testing.T) {
 	require.NotContains(t, page, "Set limit")
 	require.Contains(t, page, "halted")
 }
+
+// TestIdleKeyPage checks what the page of a key says once all its jobs
+// have finished: it is not found (an idle key keeps no state), and the
+// page does not claim that no job of it was ever admitted, while the
+// finished job's page links to it.
+func TestIdleKeyPage(t *testing.T) {
+	e := setup(t, nil)
+	e.insertKeyed("q", "customer:42", 1, "")
+	done := e.finish("q", batondriver.JobOutcomeCompleted, "")
+	require.Contains(t, e.get("/queues/q/jobs/"+done.ID, http.StatusOK), `href="`+keyPath("q", "customer:42", "")+`"`)
+	page := e.get(keyPath("q", "customer:42", ""), http.StatusNotFound)
+	require.NotContains(t, page, "ever admitted")
+	require.Contains(t, page, "idle")
+}
