@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batonlock"
@@ -17,7 +19,9 @@ import (
 // must say how it is protected (Auth or NoAuth).
 type Config struct {
 	// BasePath is the path the handler is mounted at, such as
-	// "/admin/baton", without a trailing slash. Mount the handler at
+	// "/admin/baton", without a trailing slash, written as the decoded
+	// path it is: no %-escapes, dot segments, spaces, braces or control
+	// characters (New refuses them). Mount the handler at
 	// BasePath+"/" without stripping the prefix:
 	//
 	//	mux.Handle("/admin/baton/", h)
@@ -97,8 +101,11 @@ func newConfig(cfg *Config) (*config, error) {
 	if c.Auth != nil && c.NoAuth {
 		return nil, fmt.Errorf("batonui: Config.Auth and Config.NoAuth are both set")
 	}
-	if b := c.BasePath; b != "" && (!strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") || strings.ContainsAny(b, "?#\\ {}") || strings.Contains(b, "//")) {
-		return nil, fmt.Errorf("batonui: Config.BasePath %q must start with / and not end with one (e.g. /admin/baton)", b)
+	// The mux and StripPrefix match the decoded, cleaned path: a base path
+	// with an escape (%20) or a dot segment would match no request.
+	if b := c.BasePath; b != "" && (!strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") || strings.ContainsAny(b, "?#\\ {}%") ||
+		path.Clean(b) != b || strings.ContainsFunc(b, unicode.IsControl)) {
+		return nil, fmt.Errorf("batonui: Config.BasePath %q must start with / and not end with one, and hold no escape, dot segment or control character (e.g. /admin/baton)", b)
 	}
 	if len(c.LockKeys) > 0 && c.Locker == nil {
 		return nil, fmt.Errorf("batonui: Config.LockKeys needs Config.Locker")

@@ -163,19 +163,28 @@ func TestNewChecksConfig(t *testing.T) {
 		"both":          {NoAuth: true, Auth: batonui.BasicAuth("a", "b")},
 		"base no slash": {NoAuth: true, BasePath: "admin"},
 		"base trailing": {NoAuth: true, BasePath: "/admin/"},
-		"page size":     {NoAuth: true, PageSize: 5000},
-		"refresh":       {NoAuth: true, RefreshInterval: time.Millisecond},
-		"lock keys":     {NoAuth: true, LockKeys: []string{"k"}},
-		"origin":        {NoAuth: true, TrustedOrigins: []string{"not an origin"}},
-		"schedule":      {NoAuth: true, PeriodicJobs: []*baton.PeriodicJob{{Name: "x"}}},
+		// New must not accept a base path under which nothing can be
+		// served: the mux and StripPrefix see the decoded, cleaned path.
+		"base escape":     {NoAuth: true, BasePath: "/admin%20baton"},
+		"base dot":        {NoAuth: true, BasePath: "/admin/./baton"},
+		"base dot-dot":    {NoAuth: true, BasePath: "/admin/.."},
+		"base dot at end": {NoAuth: true, BasePath: "/admin/."},
+		"base control":    {NoAuth: true, BasePath: "/admin\tbaton"},
+		"page size":       {NoAuth: true, PageSize: 5000},
+		"refresh":         {NoAuth: true, RefreshInterval: time.Millisecond},
+		"lock keys":       {NoAuth: true, LockKeys: []string{"k"}},
+		"origin":          {NoAuth: true, TrustedOrigins: []string{"not an origin"}},
+		"schedule":        {NoAuth: true, PeriodicJobs: []*baton.PeriodicJob{{Name: "x"}}},
 	} {
 		_, err := batonui.New(client, cfg)
 		require.Error(t, err, name)
 	}
 	_, err = batonui.New(nil, &batonui.Config{NoAuth: true})
 	require.Error(t, err)
-	_, err = batonui.New(client, &batonui.Config{NoAuth: true, BasePath: "/admin/baton"})
-	require.NoError(t, err)
+	for _, base := range []string{"/admin/baton", "/admin/baton.v2", "/caf\u00e9", "/a;b"} {
+		_, err = batonui.New(client, &batonui.Config{NoAuth: true, BasePath: base})
+		require.NoError(t, err, base)
+	}
 }
 
 func TestAuthRequired(t *testing.T) {
