@@ -245,3 +245,39 @@ func ExampleClient_QueueStatsAll() {
 	// default: 1 available, 0 scheduled, paused false
 	// webhooks: 1 available, 1 scheduled, paused true
 }
+
+// TestBadQueueNameIsBadParams: every call that takes a queue name refuses a
+// bad one with an error wrapping batondriver.ErrBadParams, so that a caller
+// (the CLI, the dashboard) tells it from a backend failure, and names the
+// queue.
+func TestBadQueueNameIsBadParams(t *testing.T) {
+	c, _ := setup(t, nil, &baton.Config{AllowUnknownKinds: true})
+	ctx := t.Context()
+	for _, q := range []string{"", "a b", "x!"} {
+		calls := map[string]func() error{
+			"JobGet":      func() error { _, err := c.JobGet(ctx, q, "x"); return err },
+			"JobList":     func() error { _, _, err := c.JobList(ctx, q, baton.JobStateDead, nil); return err },
+			"JobRetry":    func() error { _, err := c.JobRetry(ctx, q, "x"); return err },
+			"JobDelete":   func() error { return c.JobDelete(ctx, q, "x") },
+			"QueueStats":  func() error { _, err := c.QueueStats(ctx, q); return err },
+			"QueuePause":  func() error { return c.QueuePause(ctx, q) },
+			"QueueResume": func() error { return c.QueueResume(ctx, q) },
+			"KeyList":     func() error { _, _, err := c.KeyList(ctx, q, nil); return err },
+			"KeyGet":      func() error { _, err := c.KeyGet(ctx, q, "k"); return err },
+			"SetLimit":    func() error { _, err := c.SetLimit(ctx, q, "k", 1); return err },
+			"ResetLimit":  func() error { _, err := c.ResetLimit(ctx, q, "k"); return err },
+			"Insert": func() error {
+				_, err := c.Insert(ctx, emailArgs{To: "a@x"}, &baton.InsertOpts{Queue: q})
+				return err
+			},
+		}
+		if q == "" {
+			delete(calls, "Insert") // the default queue
+		}
+		for name, call := range calls {
+			err := call()
+			require.ErrorIs(t, err, batondriver.ErrBadParams, "%s(%q)", name, q)
+			require.ErrorContains(t, err, fmt.Sprintf("queue name %q", q), "%s(%q)", name, q)
+		}
+	}
+}
