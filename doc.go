@@ -31,8 +31,16 @@
 //   - Recurring schedules (Config.PeriodicJobs, with Cron or Every) insert
 //     each tick once, however many processes run them, and are registered
 //     in the backend for ScheduleList to list.
+//   - A job may carry a concurrency key with a limit (ConcurrencyOpts; 1, the
+//     default, is a mutex per key): at most that many of the key's jobs hold a
+//     slot (available or running) at once, across every process. Jobs over
+//     the limit are parked where no fetcher sees them and promoted in the
+//     step that frees a slot, or dropped, rescheduled or refused by their
+//     OnBusy policy. Limits live in the backend and change at runtime
+//     (Client.SetLimit; 0 halts a key). A keyed job's run carries a fencing
+//     token, Job.Fence, strictly rising per key. docs/concurrency.md has the
+//     contract, with uniqueness (UniqueOpts) and JobAgain.
 //
-// Per-key concurrency limits for jobs are being built on this. Package
-// batonlock has Baton's fair, fenced, heartbeat-kept locks and semaphores,
-// usable on their own today.
+// Package batonlock has Baton's fair, fenced, heartbeat-kept locks and
+// semaphores, for work that is not a job.
 package baton
