@@ -19,16 +19,17 @@ const (
 // Config configures a Locker. The zero value is valid; nil means the zero value.
 type Config struct {
 	// TTL is the lease duration used when AcquireOpts.TTL is zero: how long
-	// a crashed holder keeps its slot. Default 10s.
+	// a crashed holder keeps its slot. Default 10s; at least MinTTL.
 	TTL time.Duration
 
 	// WaitTTL is how long a waiter's place in a queue is kept without being
 	// refreshed. A waiting Acquire refreshes it every WaitTTL/3, so the place
 	// of a waiter whose process died is given up after at most WaitTTL.
-	// Default 10s.
+	// Default 10s; at least 3 × MinTTL.
 	WaitTTL time.Duration
 
-	// Logger receives warnings about failed heartbeats. Default
+	// Logger receives warnings about failed heartbeats and about waits
+	// given up that could not be confirmed to the backend. Default
 	// slog.Default().
 	Logger *slog.Logger
 
@@ -53,9 +54,9 @@ type AcquireEvent struct {
 // slot) with the Locker's TTL and a heartbeat at a third of it.
 type AcquireOpts struct {
 	// Limit is the number of slots of the key: 1 is a mutex, N a semaphore
-	// of N. Default 1. A limit stored with SetLimit takes precedence. Callers
-	// of one key should agree on it: the last acquirer's Limit becomes the
-	// key's default until SetLimit overrides it.
+	// of N. Default 1; at most MaxLimit. A limit stored with SetLimit takes
+	// precedence. Callers of one key should agree on it: the last acquirer's
+	// Limit becomes the key's default until SetLimit overrides it.
 	Limit int
 
 	// TTL is the lease duration. Default Config.TTL. At least MinTTL.
@@ -66,9 +67,10 @@ type AcquireOpts struct {
 	NoHeartbeat bool
 
 	// HeartbeatInterval is the time between heartbeats, each extending the
-	// lease to a full TTL. Default TTL/3. It must be shorter than TTL; if
-	// Lease.Extend makes the TTL too short for it, heartbeats come every
-	// third of the new TTL.
+	// lease to a full TTL; a failed heartbeat is retried after a quarter of
+	// it. Default TTL/3. It must be shorter than TTL less the safety margin
+	// of Lease.Until (1% of TTL plus 2ms); if Lease.Extend makes the TTL too
+	// short for it, heartbeats come every third of the new TTL.
 	HeartbeatInterval time.Duration
 
 	// OnWait, if set, is called once by Acquire when the caller has to wait,

@@ -14,9 +14,10 @@
 //   - Only the holder's 128-bit random token can extend or release a lease.
 //   - Every grant carries a fencing token, strictly increasing per key
 //     forever. An idle key keeps nothing (on Redis, after an idle TTL of a
-//     minute by default): fences are floored by the backend's clock, so
-//     they keep rising without a counter kept per key ever locked. A limit
-//     override stays until it is reset.
+//     minute by default): fences are floored by the Redis server's clock,
+//     and in memory come from one counter per driver, so they keep rising
+//     without a counter kept per key ever locked. A limit override stays
+//     until it is reset.
 //   - Expiry is decided by the backend's clock; a holder's view of its lease
 //     (Until) is measured on its own monotonic clock from when it sent the
 //     request, less a margin, so the holder always gives up first.

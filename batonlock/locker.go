@@ -23,7 +23,9 @@ type Locker struct {
 	onAcquire func(*AcquireEvent)
 }
 
-// New returns a Locker on driver. It does not contact the backend.
+// New returns a Locker on driver. It does not contact the backend. It
+// returns an error for a nil driver or a Config.TTL or Config.WaitTTL below
+// its minimum.
 func New(driver batondriver.LockDriver, cfg *Config) (*Locker, error) {
 	if driver == nil {
 		return nil, errors.New("batonlock: nil driver")
