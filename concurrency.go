@@ -18,7 +18,8 @@ type ConcurrencyOpts struct {
 	// Key computes the job's concurrency key from its args, e.g.
 	// KeyOf(func(a WebhookArgs) string { return "customer:" + a.Customer }).
 	// nil: the kind and the canonical JSON of the whole args, so that only
-	// identical jobs share a key (a SHA-256 of it past 200 bytes).
+	// identical jobs share a key (a SHA-256 of it past 200 bytes). A key is
+	// 1 to 512 bytes (batondriver.MaxKeyLen); another fails the insert.
 	Key func(args JobArgs) string
 	// Limit is how many jobs of a key may hold a slot (be available or
 	// running) at once while the key has no override stored with
@@ -27,8 +28,9 @@ type ConcurrencyOpts struct {
 	// OnBusy is what happens to a job whose key is busy when it is first
 	// admitted. Default OnBusyWait.
 	OnBusy OnBusy
-	// BusyDelay computes OnBusyReschedule's delay from the args. Required
-	// for OnBusyReschedule.
+	// BusyDelay computes OnBusyReschedule's delay from the args, once, at
+	// the insert. Required for OnBusyReschedule; a delay under 1ms fails the
+	// insert.
 	BusyDelay func(args JobArgs) time.Duration
 }
 
@@ -59,12 +61,15 @@ const (
 // InsertOpts.
 type UniqueOpts struct {
 	// Key computes the unique key from the args. nil: the kind and the
-	// canonical JSON of the whole args.
+	// canonical JSON of the whole args (a SHA-256 of it past 200 bytes). A
+	// key is 1 to 512 bytes (batondriver.MaxKeyLen); another fails the
+	// insert.
 	Key func(args JobArgs) string
 	// Scope is when twins conflict. Default UniqueUntilDone.
 	Scope UniqueScope
 	// Period is UniquePeriod's window: this insert conflicts with a twin
-	// inserted less than Period ago, and claims the key for Period.
+	// inserted less than Period ago, and claims the key for Period. At
+	// least 1ms for UniquePeriod; ignored by the other scopes.
 	Period time.Duration
 	// OnConflict is what an insert that conflicts does. Default
 	// UniqueReturnExisting.

@@ -12,6 +12,8 @@ import (
 
 // QueueConfig is a queue a client works, with its share of the workers.
 type QueueConfig struct {
+	// Name is 1 to 128 bytes of A-Z a-z 0-9 _ . : - (NewClient refuses
+	// others, and a queue listed twice).
 	Name string
 	// Weight is the queue's share of fetches relative to the other queues:
 	// with critical 6, default 3 and low 1, critical is asked first six
@@ -39,7 +41,8 @@ type Config struct {
 
 	// LeaseTTL is how long a running job is leased to this process without
 	// a heartbeat. A crashed process's jobs — and their concurrency slots —
-	// come back after at most LeaseTTL (plus RecoverDelay). Default 30s.
+	// come back after at most LeaseTTL (plus RecoverDelay). Default 30s;
+	// at least 30ms.
 	LeaseTTL time.Duration
 
 	// HeartbeatInterval is how often running jobs' leases are renewed, each

@@ -8,12 +8,16 @@ import (
 // job's kind, then of the client.
 type InsertOpts struct {
 	// Queue is where the job goes. Default: the kind's WorkerOpts.Queue,
-	// else "default".
+	// else "default". A name is 1 to 128 bytes of A-Z a-z 0-9 _ . : -;
+	// another fails the insert with an error wrapping
+	// batondriver.ErrBadParams.
 	Queue string
 	// Priority orders the jobs of a queue: 0 runs first, 9 last. Default 0,
 	// the most urgent: give less urgent jobs a higher number.
 	Priority int
-	// RunAt schedules the job; zero means now. Delay is the same, relative.
+	// RunAt schedules the job; zero means now. Delay is the same, relative
+	// to the insert, and wins over RunAt when both are set; a negative Delay
+	// fails the insert.
 	RunAt time.Time
 	Delay time.Duration
 	// MaxAttempts bounds the attempts. Default: the kind's WorkerOpts, else
@@ -21,7 +25,8 @@ type InsertOpts struct {
 	MaxAttempts int
 	// Tags label the job for people and tools; at most 16 of 128 bytes.
 	Tags []string
-	// Metadata is a JSON object stored with the job.
+	// Metadata is JSON stored with the job (an object by convention); an
+	// insert with invalid JSON fails.
 	Metadata []byte
 	// Concurrency and Unique replace the kind's WorkerOpts.Concurrency and
 	// WorkerOpts.Unique for this job.
