@@ -11,7 +11,8 @@
 //	baton stats                          totals over every queue
 //	baton queues                         one line per queue: available (its depth), running,
 //	                                     scheduled, retrying, parked, dead, cancelled, completed,
-//	                                     dropped (and ever dropped), active keys, paused
+//	                                     dropped (and ever dropped), active keys, paused,
+//	                                     how long the oldest available job has waited
 //	baton queue pause|resume QUEUE       stop or restart fetching from QUEUE in every process
 //	baton jobs list [-q QUEUE] [--state STATE] [--limit N] [--offset N]
 //	baton jobs show ID [-q QUEUE]        one job: args, errors, concurrency key, fence
