@@ -167,6 +167,8 @@ func TestNewClientValidates(t *testing.T) {
 	_, err = baton.NewClient(batonmem.New(), &baton.Config{Concurrency: -1, LeaseTTL: time.Millisecond})
 	require.ErrorContains(t, err, "Concurrency is negative")
 	require.ErrorContains(t, err, "LeaseTTL 1ms is shorter than 30ms")
+	_, err = baton.NewClient(batonmem.New(), &baton.Config{MaxArgsBytes: -1})
+	require.ErrorContains(t, err, "MaxArgsBytes is negative (-1)")
 	_, err = baton.NewClient(batonmem.New(), &baton.Config{PollInterval: time.Microsecond})
 	require.ErrorContains(t, err, "PollInterval 1µs is shorter than 1ms")
 	_, err = baton.NewClient(batonmem.New(), &baton.Config{LeaseTTL: 30 * time.Second, HeartbeatInterval: 29 * time.Second})

@@ -80,7 +80,7 @@ type Config struct {
 	DeadRetention time.Duration
 
 	// MaxArgsBytes bounds a job's encoded args; bigger inserts fail.
-	// Default 1 MiB.
+	// Default 1 MiB; negative is refused.
 	MaxArgsBytes int
 
 	// PollInterval is the safety net of fetching: an idle worker pool asks
@@ -229,6 +229,9 @@ func newConfig(cfg *Config) (*config, error) {
 	}
 	if c.MaxArgsBytes == 0 {
 		c.MaxArgsBytes = 1 << 20
+	}
+	if c.MaxArgsBytes < 0 {
+		errs = append(errs, fmt.Errorf("baton: Config.MaxArgsBytes is negative (%d)", c.MaxArgsBytes))
 	}
 	if c.Backoff == nil {
 		c.Backoff = DefaultBackoff

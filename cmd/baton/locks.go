@@ -52,8 +52,9 @@ func (a *app) locksShowCmd() *cobra.Command {
 		Short: "Show a lock key's limit, holders and waiters",
 		Long: `Show a standalone lock key (batonlock): its limit and where the limit comes from,
 the last fencing token issued, the holders with their leases' time left, and the
-waiters in the order they will be granted (Redis lists the first 1000). A key never
-used is not found (exit code 3).`,
+waiters in the order they will be granted (Redis lists the first 1000). A key with
+no holder, waiter or stored limit — never used, or idle long enough that the backend
+dropped its state — is not found (exit code 3).`,
 		RunE: a.action(1, 1, func(ctx context.Context, b *backend, args []string) error {
 			if n := len(args[0]); n == 0 || n > batonlock.MaxKeyLen {
 				return usageErr("bad KEY: a lock key has 1 to %d bytes, not %d", batonlock.MaxKeyLen, n)
@@ -63,7 +64,7 @@ used is not found (exit code 3).`,
 				return err
 			}
 			if info.LastFence == 0 && info.Limit == 0 && !info.Override && len(info.Holders) == 0 && info.WaiterCount == 0 {
-				return notFoundErr("lock key %q not found: it has never been used", args[0])
+				return notFoundErr("lock key %q not found: no holder, waiter or stored limit (never used, or idle)", args[0])
 			}
 			return a.emit(toLockOut(info), func(w io.Writer) { lockTable(w, info) })
 		}),
