@@ -36,6 +36,15 @@ type runner struct {
 	fullNow  context.CancelFunc
 	stopping bool // Stop waits for the executions: start no more
 
+	// recording are the outcomes handed to the completer and not recorded
+	// yet, each with its execution, gone from running: the heartbeat
+	// renews their leases until the call that records them has returned
+	// (or they are given up), so that a job whose handler has returned is
+	// not taken back, to run again, while its outcome waits for a call
+	// slot of the completer or for the retry of a call that failed.
+	// Guarded by mu.
+	recording map[*batondriver.JobFinish]*execution
+
 	execs    sync.WaitGroup
 	finishes chan *finishItem
 	finished chan struct{} // closed when the completer has drained
@@ -128,6 +137,7 @@ func (c *Client) Start(ctx context.Context) error {
 		giveUp:   giveUp, cancelGiveUp: cancelGiveUp,
 	}
 	r.full, r.fullNow = context.WithCancel(context.Background())
+	r.recording = make(map[*batondriver.JobFinish]*execution)
 	c.runner = r
 	r.loops.Add(1 + len(c.cfg.Queues) + len(c.cfg.PeriodicJobs))
 	go r.dispatch()
@@ -653,6 +663,9 @@ func (r *runner) executeOne(e *execution) *execution {
 	}
 	r.mu.Lock()
 	r.untrack(e)
+	if f != nil {
+		r.recording[f] = e // renewed until recorded (see finish)
+	}
 	next, unchain := r.follow(e, f != nil)
 	handoff := f != nil && next == nil && r.handoff()
 	if next == nil && !handoff {
@@ -932,6 +945,7 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 			close(c.chainDone)
 		}
 	}()
+	defer r.recorded(fs)
 	// The call chains behind the jobs it leases and behind the chained ones
 	// that take over slots here (chained), if chaining is on. The chained
 	// executions wait for it only if it may chain behind them; else, and
@@ -959,9 +973,11 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 		// would bring leases over by the worker's reckoning): its retry
 		// records them without fetching, the workers back with the
 		// dispatcher. A call that only records outcomes waits at most
-		// LeaseTTL: by then the leases it presents are over, and its retry
-		// finds its outcomes recorded or stale. So a stalled server holds
-		// up neither the completer's call slots nor Stop for longer.
+		// LeaseTTL: its retry finds its outcomes recorded, or records them
+		// (the heartbeat renews their leases meanwhile), or finds them
+		// stale if the leases could not be renewed either. So a stalled
+		// server holds up neither the completer's call slots nor Stop for
+		// longer.
 		wait := r.cfg.LeaseTTL
 		if p.Fetch != nil || p.Chain {
 			wait = r.leaseWait()
@@ -1010,6 +1026,16 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 	}
 }
 
+// recorded stops the heartbeat renewing the leases of outcomes fs, which
+// are recorded, or given up.
+func (r *runner) recorded(fs []*batondriver.JobFinish) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range fs {
+		delete(r.recording, f)
+	}
+}
+
 // noteDue tells the dispatcher when the retries and snoozes just recorded
 // come due, so that it fetches them on time; other processes learn of them
 // from their own fetches.
@@ -1035,7 +1061,8 @@ func (r *runner) noteDue(fs []*batondriver.JobFinish) {
 }
 
 // heartbeat renews the leases of running jobs every HeartbeatInterval, one call
-// per queue for all of them. Jobs the backend reports lost are cancelled;
+// per queue for all of them, and those of the jobs whose outcomes are not
+// recorded yet (recording). Jobs the backend reports lost are cancelled;
 // if renewals fail, each job's own timer cancels it when its lease can no
 // longer be trusted.
 func (r *runner) heartbeat() {
@@ -1060,6 +1087,12 @@ func (r *runner) heartbeat() {
 				}
 				continue
 			}
+			byQueue[e.queue] = append(byQueue[e.queue], e)
+		}
+		// An outcome's lease is renewed until it is recorded; one that the
+		// backend reports lost was recorded as the renewal went out, or
+		// will be found stale by its finish, which logs it.
+		for _, e := range r.recording {
 			byQueue[e.queue] = append(byQueue[e.queue], e)
 		}
 		r.mu.Unlock()

@@ -1,0 +1,109 @@
+package baton_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/batondriver/batonmem"
+)
+
+// stalledFinishes holds the first JobFinish that carries each of the
+// stall jobs' outcomes for hold, past its caller's deadline (a call slow
+// to come back), and fails it without the backend seeing it: so the
+// completer's call slots are all taken, one stall job a call. Every other
+// call, and every lease renewal, goes through at once.
+type stalledFinishes struct {
+	batondriver.JobDriver
+	hold  time.Duration
+	mu    sync.Mutex
+	stall map[string]int // stall job ID -> its place, until its finish is held
+	gates [5]chan struct{}
+}
+
+func (d *stalledFinishes) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	d.mu.Lock()
+	stall := -1
+	for _, f := range p.Finished {
+		if i, ok := d.stall[f.ID]; ok {
+			stall = i
+			delete(d.stall, f.ID)
+		}
+	}
+	d.mu.Unlock()
+	if stall >= 0 {
+		close(d.gates[stall+1])
+		time.Sleep(d.hold)
+		return nil, errors.New("injected: the call never reached the backend")
+	}
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// A job's lease is renewed until its outcome is recorded, not only while
+// its handler runs: an outcome that waits for the completer (its call
+// slots all taken by slow calls), or rides in a call that fails and is
+// retried, for longer than LeaseTTL must not let the lease lapse, or the
+// job is taken back and runs again although its handler succeeded, and
+// its outcome is ignored as stale.
+func TestLeaseRenewedUntilOutcomeRecorded(t *testing.T) {
+	t.Parallel()
+	const leaseTTL = 300 * time.Millisecond
+	d := &stalledFinishes{JobDriver: batonmem.New(), hold: 2 * leaseTTL, stall: map[string]int{}}
+	for i := range d.gates {
+		d.gates[i] = make(chan struct{})
+	}
+	close(d.gates[0])
+	var mu sync.Mutex
+	runs := map[string]int{}
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(_ context.Context, job *baton.Job[emailArgs]) error {
+		mu.Lock()
+		runs[job.ID]++
+		mu.Unlock()
+		if job.Args.To == "queued" {
+			<-d.gates[4] // every call slot taken: its outcome waits
+			return nil
+		}
+		var i int
+		_, err := fmt.Sscanf(job.Args.To, "stall%d", &i)
+		require.NoError(t, err)
+		<-d.gates[i] // each stall job's finish in a call of its own
+		return nil
+	}), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 5, LeaseTTL: leaseTTL,
+		PollInterval: 20 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	var ids []string
+	for i := range 4 {
+		res, err := c.Insert(t.Context(), emailArgs{To: fmt.Sprintf("stall%d", i)}, nil)
+		require.NoError(t, err)
+		d.stall[res.Job.ID] = i
+		ids = append(ids, res.Job.ID)
+	}
+	res, err := c.Insert(t.Context(), emailArgs{To: "queued"}, nil)
+	require.NoError(t, err)
+	queued := res.Job.ID
+	ids = append(ids, queued)
+	start(t, c)
+	require.Eventually(t, completed(t, c, len(ids)), 10*time.Second, 5*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	got, want := map[string][2]int{}, map[string][2]int{}
+	for i, id := range ids {
+		row, err := c.JobGet(t.Context(), "default", id)
+		require.NoError(t, err)
+		name := fmt.Sprintf("stall%d", i) // its finish held, then retried
+		if id == queued {
+			name = "queued" // its outcome waited for the completer
+		}
+		got[name], want[name] = [2]int{runs[id], row.Attempt}, [2]int{1, 1}
+	}
+	require.Equal(t, want, got, "runs and attempts of each job: a lease lapsed before its outcome was recorded")
+}
