@@ -84,6 +84,9 @@ type execution struct {
 	// next is the job chained behind this one (see chain), to run on the
 	// same worker once this handler returns; guarded by runner.mu.
 	next *JobRow
+	// followed is the execution of that job, once started (follow), under
+	// this one's lease; guarded by runner.mu.
+	followed *execution
 	// chainDone, if not nil, is closed when the finish that may chain a job
 	// behind this one has returned: this one started chained, and the
 	// outcome of the job ahead of it, recorded with Chain, may bring it.
@@ -709,6 +712,7 @@ func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
 	}
 	c := r.track(e.queue, row, e.until)
 	c.chainDone = make(chan struct{})
+	e.followed = c
 	return c, false
 }
 
@@ -1120,13 +1124,25 @@ func (r *runner) extend(queue string, es []*execution) {
 		lost[id] = true
 	}
 	until := sent.Add(r.cfg.LeaseTTL - leaseMargin(r.cfg.LeaseTTL))
+	// A job chained behind one reported lost, started since this call's
+	// leases were gathered (follow), runs under the lease reported lost,
+	// or under its own if the outcome of the job ahead was recorded before
+	// this renewal, which is then reported lost for that reason: asked at
+	// once, the backend tells which, rather than the next heartbeat.
+	var ask []*execution
+	inCall := make(map[*execution]bool, len(es))
+	for _, e := range es {
+		inCall[e] = true
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, e := range es {
 		switch {
 		case lost[e.row.ID]:
 			e.lost = true
 			e.cancel(ErrLeaseLost)
+			if c := e.followed; c != nil && !inCall[c] && !c.lost {
+				ask = append(ask, c)
+			}
 		case e.returned:
 			// Waiting for the outcome of the job ahead (executeOne): the
 			// job chained behind it next starts under this lease.
@@ -1135,5 +1151,9 @@ func (r *runner) extend(queue string, es []*execution) {
 			e.until = until
 			e.expiry.Reset(time.Until(until))
 		}
+	}
+	r.mu.Unlock()
+	if len(ask) > 0 {
+		r.extend(queue, ask)
 	}
 }

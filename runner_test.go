@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,4 +107,103 @@ func TestLeaseRenewedUntilOutcomeRecorded(t *testing.T) {
 		got[name], want[name] = [2]int{runs[id], row.Attempt}, [2]int{1, 1}
 	}
 	require.Equal(t, want, got, "runs and attempts of each job: a lease lapsed before its outcome was recorded")
+}
+
+// chainLosingDriver holds the first renewal that carries the lease of the
+// job ahead until release is closed, then reports it lost, as a backend
+// that lost the chain's lease (a failover to a replica that never had it)
+// would; from then on it reports the leases of both jobs lost.
+type chainLosingDriver struct {
+	batondriver.JobDriver
+	ahead, chained string
+	held           chan struct{}
+	release        chan struct{}
+	reported       chan time.Time // when the held renewal came back
+	once           sync.Once
+	lost           atomic.Bool
+}
+
+func (d *chainLosingDriver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
+	res := &batondriver.JobExtendResult{Now: time.Now()}
+	q := *p
+	q.Leases = nil
+	hold := false
+	for _, l := range p.Leases {
+		switch {
+		case l.ID == d.ahead && !d.lost.Load():
+			d.once.Do(func() { hold = true })
+			res.Lost = append(res.Lost, l.ID)
+		case (l.ID == d.ahead || l.ID == d.chained) && d.lost.Load():
+			res.Lost = append(res.Lost, l.ID)
+		default:
+			q.Leases = append(q.Leases, l)
+		}
+	}
+	if hold {
+		close(d.held)
+		<-d.release
+		d.lost.Store(true)
+		defer func() { d.reported <- time.Now() }()
+	}
+	if len(q.Leases) > 0 {
+		inner, err := d.JobDriver.JobExtend(ctx, &q)
+		if err != nil {
+			return nil, err
+		}
+		res.Lost = append(res.Lost, inner.Lost...)
+	}
+	return res, nil
+}
+
+// A renewal that reports the lease of a job lost after the job chained
+// behind it has started under that lease, the job ahead having returned
+// while the renewal was on its way, stops the chained job at once, not
+// one heartbeat later: its key's slot is free on the backend, and the job
+// itself back at the head of its parked jobs, to run elsewhere.
+func TestLostLeaseReachesTheJobChainedBehind(t *testing.T) {
+	t.Parallel()
+	const heartbeat = time.Second
+	counted := &countingDriver{JobDriver: batonmem.New()}
+	d := &chainLosingDriver{JobDriver: counted, held: make(chan struct{}), release: make(chan struct{}),
+		reported: make(chan time.Time, 1)}
+	chainedStarted := make(chan struct{})
+	stopped := make(chan error, 1)
+	var stoppedAt atomic.Pointer[time.Time]
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		if job.Args.N == 0 {
+			<-d.held // the heartbeat's renewal of this lease is on its way
+			return nil
+		}
+		if job.Attempt == 1 {
+			close(chainedStarted)
+			select {
+			case <-ctx.Done():
+				now := time.Now()
+				stoppedAt.Store(&now)
+				stopped <- context.Cause(ctx)
+			case <-time.After(5 * heartbeat):
+				stopped <- errors.New("never cancelled")
+			}
+		}
+		return nil
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, LeaseTTL: 4 * heartbeat,
+		HeartbeatInterval: heartbeat, PollInterval: 5 * time.Second, Logger: quiet})
+	require.NoError(t, err)
+	ids := insertBacklog(t, c, "a", 2)
+	d.ahead, d.chained = ids[0], ids[1]
+	start(t, c)
+	select {
+	case <-chainedStarted:
+	case <-time.After(5 * heartbeat):
+		t.Fatal("the chained job did not start")
+	}
+	require.EqualValues(t, 1, counted.chained.Load(), "the second job was not chained behind the first")
+	close(d.release)
+	reported := <-d.reported
+	require.ErrorIs(t, <-stopped, baton.ErrLeaseLost)
+	late := stoppedAt.Load().Sub(reported)
+	t.Logf("the chained job stopped %v after the lease was reported lost", late)
+	require.Less(t, late, heartbeat/3, "the chained job ran on under the lost lease until the next heartbeat")
 }
