@@ -406,6 +406,11 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 			r.log.Info("baton: took back jobs whose leases expired", "queue", queue, "count", res.Recovered)
 		}
 		next = earliest(next, res.NextRunAt)
+		// Nothing comes back here from a driver that keeps JobFetch's
+		// contract: a fetch chains jobs only behind the jobs it leases,
+		// which launch starts first, and the dispatcher is done before
+		// Stop sets stopping. So this finish, which would hold the rounds
+		// up for as long as it takes, is never made in practice.
 		if _, back := r.launch(queue, res.Jobs, sent, false); len(back) > 0 {
 			r.finish(queue, back, 0, nil, nil)
 		}
