@@ -1100,9 +1100,14 @@ func (r *runner) heartbeat() {
 		}
 		// An outcome's lease is renewed until it is recorded; one that the
 		// backend reports lost was recorded as the renewal went out, or
-		// will be found stale by its finish, which logs it.
+		// will be found stale by its finish, which logs it. Not if the job
+		// runs again here (its lease lapsed, the backend leased it anew):
+		// that outcome is stale, and a loss reported by job ID would
+		// cancel the new execution.
 		for _, e := range r.recording {
-			byQueue[e.queue] = append(byQueue[e.queue], e)
+			if _, again := r.running[execKey{e.queue, e.row.ID}]; !again {
+				byQueue[e.queue] = append(byQueue[e.queue], e)
+			}
 		}
 		r.mu.Unlock()
 		for queue, es := range byQueue {

@@ -207,3 +207,84 @@ func TestLostLeaseReachesTheJobChainedBehind(t *testing.T) {
 	t.Logf("the chained job stopped %v after the lease was reported lost", late)
 	require.Less(t, late, heartbeat/3, "the chained job ran on under the lost lease until the next heartbeat")
 }
+
+// lapsingOutcome lets the lease of job id lapse while its first outcome
+// is held in a finish call: its renewals are left out of the calls until
+// the job runs a second time, and that finish comes back (through the
+// backend, which finds it stale) only when release is closed.
+type lapsingOutcome struct {
+	batondriver.JobDriver
+	id      string
+	again   atomic.Bool // the second execution started
+	held    chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (d *lapsingOutcome) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
+	if !d.again.Load() {
+		q := *p
+		q.Leases = nil
+		for _, l := range p.Leases {
+			if l.ID != d.id {
+				q.Leases = append(q.Leases, l)
+			}
+		}
+		p = &q
+	}
+	return d.JobDriver.JobExtend(ctx, p)
+}
+
+func (d *lapsingOutcome) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	for _, f := range p.Finished {
+		if f.ID == d.id {
+			hold := false
+			d.once.Do(func() { hold = true })
+			if hold {
+				close(d.held)
+				<-d.release
+			}
+		}
+	}
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// An outcome waiting to be recorded, whose lease lapsed and whose job this
+// process then leased and runs again, is no longer renewed: its lease is
+// reported lost by the job's ID, which must not cancel the new execution.
+func TestStaleOutcomeLeavesTheJobsNewExecutionAlone(t *testing.T) {
+	t.Parallel()
+	const leaseTTL = 200 * time.Millisecond
+	d := &lapsingOutcome{JobDriver: batonmem.New(), held: make(chan struct{}), release: make(chan struct{})}
+	second := make(chan error, 1)
+	workers := baton.NewWorkers()
+	var runs atomic.Int32
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+		if runs.Add(1) == 1 {
+			return nil // its outcome is held; its lease lapses meanwhile
+		}
+		d.again.Store(true)
+		select { // three heartbeats and more, renewing the old lease too
+		case <-ctx.Done():
+			second <- context.Cause(ctx)
+		case <-time.After(2 * leaseTTL):
+			second <- nil
+		}
+		close(d.release)
+		return nil
+	}), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, LeaseTTL: leaseTTL,
+		PollInterval: 10 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	res, err := c.Insert(t.Context(), emailArgs{To: "lapse"}, nil)
+	require.NoError(t, err)
+	d.id = res.Job.ID
+	start(t, c)
+	select {
+	case err := <-second:
+		require.NoError(t, err, "the second execution was cancelled")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not run again")
+	}
+	require.Eventually(t, completed(t, c, 1), 10*time.Second, 5*time.Millisecond)
+}
