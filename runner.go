@@ -1069,13 +1069,17 @@ func (r *runner) noteDue(fs []*batondriver.JobFinish) {
 	}
 }
 
-// heartbeat renews the leases of running jobs every HeartbeatInterval, one call
-// per queue for all of them, and those of the jobs whose outcomes are not
-// recorded yet (recording). Jobs the backend reports lost are cancelled;
-// if renewals fail, each job's own timer cancels it when its lease can no
-// longer be trusted.
+// heartbeat renews the leases of running jobs every HeartbeatInterval, and
+// those of the jobs whose outcomes are not recorded yet (recording): one
+// call per queue for all of them, the queues' calls side by side. Jobs the
+// backend reports lost are cancelled; if renewals fail, each job's own
+// timer cancels it when its lease can no longer be trusted. Stop waits
+// for the calls out.
 func (r *runner) heartbeat() {
 	defer close(r.hbDone)
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	var inFlight sync.Map // queues whose call is out
 	t := time.NewTicker(r.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -1110,8 +1114,19 @@ func (r *runner) heartbeat() {
 			}
 		}
 		r.mu.Unlock()
+		// Each queue's call on its own: one may take up to LeaseTTL/3, and
+		// queues on unreachable nodes (a Cluster) must make neither the
+		// other queues' renewals late nor the next round. A queue whose
+		// call is still out sits the round out; that call renews its
+		// leases if it succeeds.
 		for queue, es := range byQueue {
-			r.extend(queue, es)
+			if _, out := inFlight.LoadOrStore(queue, true); out {
+				continue
+			}
+			calls.Go(func() {
+				defer inFlight.Delete(queue)
+				r.extend(queue, es)
+			})
 		}
 	}
 }

@@ -288,3 +288,58 @@ func TestStaleOutcomeLeavesTheJobsNewExecutionAlone(t *testing.T) {
 	}
 	require.Eventually(t, completed(t, c, 1), 10*time.Second, 5*time.Millisecond)
 }
+
+// stuckQueues never answers a renewal for the queues in stuck until the
+// call's context ends, as a Cluster node that is down would not.
+type stuckQueues struct {
+	batondriver.JobDriver
+	stuck map[string]bool
+}
+
+func (d *stuckQueues) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
+	if d.stuck[p.Queue] {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return d.JobDriver.JobExtend(ctx, p)
+}
+
+// Queues whose renewals hang do not make another queue's late: each call
+// may take up to LeaseTTL/3, and three of them one after the other would
+// let the healthy queue's leases lapse.
+func TestRenewalsOfStuckQueuesDelayNoOther(t *testing.T) {
+	t.Parallel()
+	const leaseTTL = 300 * time.Millisecond
+	stuck := map[string]bool{"down1": true, "down2": true, "down3": true}
+	d := &stuckQueues{JobDriver: batonmem.New(), stuck: stuck}
+	done := make(chan error, 1)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+		if job.Queue != "up" {
+			<-ctx.Done() // their leases lapse: they give up
+			return ctx.Err()
+		}
+		select {
+		case <-ctx.Done():
+			done <- context.Cause(ctx)
+		case <-time.After(4 * leaseTTL):
+			done <- nil
+		}
+		return nil
+	}), nil)
+	queues := []baton.QueueConfig{{Name: "down1"}, {Name: "down2"}, {Name: "down3"}, {Name: "up"}}
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Queues: queues, Concurrency: 8,
+		LeaseTTL: leaseTTL, PollInterval: 10 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	for _, q := range queues {
+		_, err := c.Insert(t.Context(), emailArgs{To: q.Name}, &baton.InsertOpts{Queue: q.Name})
+		require.NoError(t, err)
+	}
+	start(t, c)
+	select {
+	case err := <-done:
+		require.NoError(t, err, "the healthy queue's job lost its lease")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the healthy queue's job never ended")
+	}
+}
