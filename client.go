@@ -227,7 +227,7 @@ func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriv
 	}
 	runAt := o.RunAt
 	if o.Delay > 0 {
-		runAt = now.Add(o.Delay)
+		runAt = time.Time{} // the backend counts the delay on its clock
 	}
 	if len(o.Tags) > 16 {
 		return "", nil, fmt.Errorf("kind %q: %d tags, at most 16", kind, len(o.Tags))
@@ -249,7 +249,7 @@ func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriv
 	}
 	ins := &batondriver.JobInsert{
 		Kind: kind, Args: args, Priority: o.Priority, MaxAttempts: attempts,
-		RunAt: runAt, Tags: o.Tags, Metadata: o.Metadata,
+		RunAt: runAt, Delay: o.Delay, Tags: o.Tags, Metadata: o.Metadata,
 	}
 	if cc := cmp.Or(o.Concurrency, wopts.Concurrency); cc != nil {
 		if err := applyConcurrency(ins, cc, j.Args, args); err != nil {

@@ -16,8 +16,9 @@ type InsertOpts struct {
 	// the most urgent: give less urgent jobs a higher number.
 	Priority int
 	// RunAt schedules the job; zero means now. Delay is the same, relative
-	// to the insert, and wins over RunAt when both are set; a negative Delay
-	// fails the insert.
+	// to the insert and counted on the backend's clock (the caller's may be
+	// off), and wins over RunAt when both are set; a negative Delay fails
+	// the insert.
 	RunAt time.Time
 	Delay time.Duration
 	// MaxAttempts bounds the attempts. Default: the kind's WorkerOpts, else

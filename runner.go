@@ -853,12 +853,10 @@ func (r *runner) outcome(e *execution, err error) *batondriver.JobFinish {
 		f.Outcome, f.GiveBack = batondriver.JobOutcomeSnooze, true
 		log().Info("baton: job returned to its queue at stop")
 	case errors.As(err, &snooze):
-		f.Outcome, f.RunAt = batondriver.JobOutcomeSnooze, time.Now().Add(snooze.d)
+		f.Outcome, f.Delay = batondriver.JobOutcomeSnooze, max(snooze.d, 0)
 	case errors.As(err, &again):
 		f.Outcome = batondriver.JobOutcomeAgain
-		if again.d > 0 {
-			f.RunAt = time.Now().Add(again.d)
-		}
+		f.Delay = max(again.d, 0)
 	case errors.As(err, &cancel):
 		f.Outcome, f.Error = batondriver.JobOutcomeCancel, err.Error()
 		log().Info("baton: job cancelled by its handler", "err", err)
@@ -870,7 +868,7 @@ func (r *runner) outcome(e *execution, err error) *batondriver.JobFinish {
 		if kw := r.cfg.Workers.kinds[row.Kind]; kw != nil && kw.opts.Backoff != nil {
 			backoff = kw.opts.Backoff
 		}
-		f.Outcome, f.Error, f.RunAt = batondriver.JobOutcomeRetry, err.Error(), time.Now().Add(backoff(row.Attempt))
+		f.Outcome, f.Error, f.Delay = batondriver.JobOutcomeRetry, err.Error(), max(backoff(row.Attempt), 0)
 		log().Warn("baton: job failed", "err", err, "max_attempts", row.MaxAttempts)
 	}
 	return f
@@ -1050,9 +1048,14 @@ func (r *runner) recorded(fs []*batondriver.JobFinish) {
 // from their own fetches.
 func (r *runner) noteDue(fs []*batondriver.JobFinish) {
 	var due time.Time
+	now := time.Now()
 	for _, f := range fs {
-		if !f.RunAt.IsZero() && (due.IsZero() || f.RunAt.Before(due)) {
-			due = f.RunAt
+		at := f.RunAt
+		if f.Delay > 0 {
+			at = now.Add(f.Delay) // the backend counted from about now
+		}
+		if !at.IsZero() && (due.IsZero() || at.Before(due)) {
+			due = at
 		}
 	}
 	if due.IsZero() {

@@ -343,3 +343,76 @@ func TestRenewalsOfStuckQueuesDelayNoOther(t *testing.T) {
 		t.Fatal("the healthy queue's job never ended")
 	}
 }
+
+// delays records the RunAt and Delay of every insert and outcome.
+type delays struct {
+	batondriver.JobDriver
+	mu   sync.Mutex
+	seen map[string][2]any // by args ("insert") or error text: {RunAt, Delay}
+}
+
+func (d *delays) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+	d.mu.Lock()
+	for _, j := range p.Jobs {
+		d.seen["insert "+string(j.Args)] = [2]any{j.RunAt, j.Delay}
+	}
+	d.mu.Unlock()
+	return d.JobDriver.JobInsert(ctx, p)
+}
+
+func (d *delays) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	d.mu.Lock()
+	for _, f := range p.Finished {
+		d.seen[string(f.Outcome)] = [2]any{f.RunAt, f.Delay}
+	}
+	d.mu.Unlock()
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// Relative times go to the backend as delays, to be counted on its clock:
+// an insert's Delay, a retry's backoff, a snooze, JobAgainIn.
+func TestRelativeTimesAreDelaysOnTheBackendsClock(t *testing.T) {
+	t.Parallel()
+	d := &delays{JobDriver: batonmem.New(), seen: map[string][2]any{}}
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(_ context.Context, job *baton.Job[emailArgs]) error {
+		switch job.Args.To {
+		case "snooze":
+			return baton.JobSnooze(2 * time.Hour)
+		case "again":
+			return baton.JobAgainIn(4 * time.Hour)
+		}
+		return errors.New("boom")
+	}), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Logger: quiet,
+		Backoff: func(int) time.Duration { return 3 * time.Hour }})
+	require.NoError(t, err)
+	for _, to := range []string{"snooze", "again", "retry"} {
+		_, err := c.Insert(t.Context(), emailArgs{To: to}, nil)
+		require.NoError(t, err)
+	}
+	_, err = c.Insert(t.Context(), emailArgs{To: "later"}, &baton.InsertOpts{Delay: time.Hour})
+	require.NoError(t, err)
+	start(t, c)
+	want := map[string][2]any{
+		`insert {"to":"later"}`: {time.Time{}, time.Hour},
+		"snooze":                {time.Time{}, 2 * time.Hour},
+		"again":                 {time.Time{}, 4 * time.Hour},
+		"retry":                 {time.Time{}, 3 * time.Hour},
+	}
+	require.Eventually(t, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for k := range want {
+			if _, ok := d.seen[k]; !ok {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, w := range want {
+		require.Equal(t, w, d.seen[k], k)
+	}
+}

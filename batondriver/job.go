@@ -210,8 +210,12 @@ type JobInsert struct {
 	Priority    int
 	MaxAttempts int
 	RunAt       time.Time // zero or past: available now
-	Tags        []string
-	Metadata    []byte
+	// Delay, if positive, makes the job due Delay after the backend's
+	// clock reads at the insert, measured on that clock rather than the
+	// caller's; RunAt must then be zero.
+	Delay    time.Duration
+	Tags     []string
+	Metadata []byte
 
 	// Key, if not empty, is the job's concurrency key (at most MaxKeyLen
 	// bytes): at most its limit of the queue's jobs with this key hold a
@@ -380,6 +384,10 @@ type JobFinish struct {
 	Error string
 	// RunAt is when a Retry, Snooze or Again runs again.
 	RunAt time.Time
+	// Delay, if positive, is instead how long after the backend's clock
+	// reads as it records the outcome the job runs again; RunAt must then
+	// be zero.
+	Delay time.Duration
 	// Unchain puts the job chained behind this one, which the caller will
 	// not run (it is stopping), back at the head of its key's parked jobs,
 	// its attempt not counted, instead of handing it this job's slot: the
@@ -398,10 +406,26 @@ type JobFinish struct {
 }
 
 // CheckGiveBack reports an ErrBadParams error for an outcome that sets
-// GiveBack but is not a Snooze with a zero RunAt. Drivers call it.
+// GiveBack but is not a Snooze with a zero RunAt and Delay, or whose RunAt
+// and Delay are not valid together (CheckDue). Drivers call it.
 func CheckGiveBack(f *JobFinish) error {
-	if f.GiveBack && (f.Outcome != JobOutcomeSnooze || !f.RunAt.IsZero()) {
-		return fmt.Errorf("%w: GiveBack takes a Snooze with a zero RunAt, not %s at %v", ErrBadParams, f.Outcome, f.RunAt)
+	if err := CheckDue(f.RunAt, f.Delay); err != nil {
+		return err
+	}
+	if f.GiveBack && (f.Outcome != JobOutcomeSnooze || !f.RunAt.IsZero() || f.Delay != 0) {
+		return fmt.Errorf("%w: GiveBack takes a Snooze due now, not %s at %v or in %v", ErrBadParams, f.Outcome, f.RunAt, f.Delay)
+	}
+	return nil
+}
+
+// CheckDue reports an ErrBadParams error for a negative delay, or one set
+// with a RunAt. Drivers call it for inserts and outcomes.
+func CheckDue(runAt time.Time, delay time.Duration) error {
+	switch {
+	case delay < 0:
+		return fmt.Errorf("%w: negative Delay %v", ErrBadParams, delay)
+	case delay > 0 && !runAt.IsZero():
+		return fmt.Errorf("%w: both a RunAt (%v) and a Delay (%v)", ErrBadParams, runAt, delay)
 	}
 	return nil
 }

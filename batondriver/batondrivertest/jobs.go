@@ -416,6 +416,29 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.counts(1, 0, 0, 0, 0, 0)
 	})
 
+	t.Run("InsertDelayOnBackendClock", func(t *testing.T) {
+		// A Delay counts from the backend's clock at the insert: RunAt is
+		// CreatedAt plus the delay exactly (both the backend's).
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.Delay = time.Hour }))
+		require.Equal(t, batondriver.JobStateScheduled, r.State)
+		g := f.get(r.ID)
+		require.Equal(t, time.Hour, g.RunAt.Sub(g.CreatedAt), "RunAt %v, CreatedAt %v", g.RunAt, g.CreatedAt)
+		require.True(t, g.RunAt.Equal(r.RunAt), "the insert's row says RunAt %v, not %v", r.RunAt, g.RunAt)
+		require.Empty(t, f.fetch(10).Jobs, "a job was fetched before its delay")
+		// A delay of a fraction of a millisecond is at least that long.
+		r = f.insertOne(withJob(func(j *batondriver.JobInsert) { j.Delay = time.Microsecond }))
+		g = f.get(r.ID)
+		require.Greater(t, g.RunAt.Sub(g.CreatedAt), time.Duration(0))
+		for _, bad := range []func(j *batondriver.JobInsert){
+			func(j *batondriver.JobInsert) { j.Delay = -time.Second },
+			func(j *batondriver.JobInsert) { j.Delay, j.RunAt = time.Second, time.Now().Add(time.Hour) },
+		} {
+			_, err := f.d.JobInsert(f.ctx, &batondriver.JobInsertParams{Queue: f.queue, Jobs: []*batondriver.JobInsert{withJob(bad)}})
+			require.ErrorIs(t, err, batondriver.ErrBadParams)
+		}
+	})
+
 	t.Run("InsertPastRunAtIsAvailable", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(-time.Hour) }))
@@ -692,6 +715,42 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		res := f.fetch(10)
 		require.Empty(t, res.Jobs)
 		requireNear(t, at, res.NextRunAt, storeSlack)
+	})
+
+	t.Run("FinishDelayOnBackendClock", func(t *testing.T) {
+		// A retry's Delay counts from the backend's clock as it records
+		// the outcome: RunAt is the recorded error's time plus the delay.
+		f := newJobFixture(t, newDriver)
+		f.insertOne(newJob())
+		r := f.fetchOne(10 * time.Second)
+		fin := outcome(r, batondriver.JobOutcomeRetry, "boom", time.Time{})
+		fin.Delay = time.Hour
+		require.Empty(t, f.finish(0, fin))
+		g := f.get(r.ID)
+		require.Equal(t, batondriver.JobStateScheduled, g.State)
+		require.Len(t, g.Errors, 1)
+		require.Equal(t, time.Hour, g.RunAt.Sub(g.Errors[0].At), "RunAt %v, error at %v", g.RunAt, g.Errors[0].At)
+
+		// A snooze with a delay is no give-back; a delay with a RunAt, a
+		// negative one, and a give-back with a delay are refused.
+		f.insertOne(newJob())
+		r = f.fetchOne(10 * time.Second)
+		for _, bad := range []func(f *batondriver.JobFinish){
+			func(f *batondriver.JobFinish) { f.Delay = -time.Second },
+			func(f *batondriver.JobFinish) { f.Delay, f.RunAt = time.Second, time.Now().Add(time.Hour) },
+			func(f *batondriver.JobFinish) { f.Delay, f.GiveBack = time.Second, true },
+		} {
+			fin := outcome(r, batondriver.JobOutcomeSnooze, "", time.Time{})
+			bad(fin)
+			_, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Finished: []*batondriver.JobFinish{fin}})
+			require.ErrorIs(t, err, batondriver.ErrBadParams)
+		}
+		fin = outcome(r, batondriver.JobOutcomeSnooze, "", time.Time{})
+		fin.Delay = time.Hour
+		require.Empty(t, f.finish(0, fin))
+		g = f.get(r.ID)
+		require.Equal(t, batondriver.JobStateScheduled, g.State)
+		require.Zero(t, g.Attempt)
 	})
 
 	t.Run("FinishRetryNowThenDead", func(t *testing.T) {

@@ -367,6 +367,9 @@ func checkInsert(i int, in *batondriver.JobInsert) error {
 	case in.MaxAttempts < 1:
 		return badParams("job #%d: MaxAttempts %d, must be at least 1", i, in.MaxAttempts)
 	}
+	if err := batondriver.CheckDue(in.RunAt, in.Delay); err != nil {
+		return fmt.Errorf("%w (job #%d)", err, i)
+	}
 	if err := batondriver.CheckJobInsertKeys(in); err != nil {
 		return fmt.Errorf("%w (job #%d)", err, i)
 	}
@@ -423,6 +426,11 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		earliest = j.row.RunAt
 	}
 	for _, in := range p.Jobs {
+		if in.Delay > 0 { // due by this backend's clock
+			at := *in
+			at.RunAt, at.Delay = now.Add(in.Delay), 0
+			in = &at
+		}
 		row, status, reason := q.insert(p.Queue, in, now)
 		if row != nil && status == batondriver.JobInserted && row.State == batondriver.JobStateAvailable {
 			woken++
@@ -834,6 +842,11 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 	woken := 0
 	var heirs []*job // chained jobs that took over a slot, in outcome order
 	for _, f := range p.Finished {
+		if f.Delay > 0 { // due by this backend's clock
+			at := *f
+			at.RunAt, at.Delay = now.Add(f.Delay), 0
+			f = &at
+		}
 		j := q.held(f.ID, f.Lease, now)
 		if j == nil {
 			res.Stale = append(res.Stale, f.ID)

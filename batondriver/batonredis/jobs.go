@@ -61,7 +61,7 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 			conflict = ms(u.Period) + ":" + string(cmp.Or(u.OnConflict, batondriver.UniqueReturnExisting))
 		}
 		args = append(args, ids[i], j.Kind, string(j.Args), itoa(j.Priority), itoa(j.MaxAttempts),
-			tags, string(j.Metadata), strconv.FormatInt(runAtMS(j.RunAt), 10),
+			tags, string(j.Metadata), dueArg(j.RunAt, j.Delay),
 			j.Key, limit, string(onBusy(j)), delay, ukey, scope, conflict)
 	}
 	if p.Once != nil {
@@ -226,7 +226,9 @@ func insertedRow(queue, id string, j *batondriver.JobInsert, code int64, now tim
 	switch code {
 	case insertScheduled:
 		row.State = batondriver.JobStateScheduled
-		if at := runAtMS(j.RunAt); at > now.UnixMilli() {
+		if j.Delay > 0 {
+			row.RunAt = now.Add(ceilMS(j.Delay))
+		} else if at := runAtMS(j.RunAt); at > now.UnixMilli() {
 			row.RunAt = time.UnixMilli(at)
 		} else { // rescheduled: its key was busy
 			row.RunAt = now.Add(j.BusyDelay.Truncate(time.Millisecond))
@@ -247,6 +249,24 @@ func onBusy(j *batondriver.JobInsert) batondriver.OnBusy {
 		return ""
 	}
 	return cmp.Or(j.OnBusy, batondriver.OnBusyWait)
+}
+
+// dueArg is a script's run_at argument for a job due at runAt or, if delay
+// is positive, delay after the server's clock reads as the script runs:
+// "+" and the delay in ms, rounded up (see due_at in joblib.lua).
+func dueArg(runAt time.Time, delay time.Duration) string {
+	if delay > 0 {
+		return "+" + strconv.FormatInt(ceilMS(delay).Milliseconds(), 10)
+	}
+	return strconv.FormatInt(runAtMS(runAt), 10)
+}
+
+// ceilMS is d rounded up to whole milliseconds.
+func ceilMS(d time.Duration) time.Duration {
+	if r := d % time.Millisecond; r > 0 {
+		d += time.Millisecond - r
+	}
+	return d
 }
 
 // runAtMS is t in Unix ms for a script, rounded up so that a job never
@@ -273,6 +293,9 @@ func checkInsert(j *batondriver.JobInsert) error {
 		return fmt.Errorf("%w: priority %d out of range 0..%d", batondriver.ErrBadParams, j.Priority, batondriver.MaxPriority)
 	case j.MaxAttempts < 1:
 		return fmt.Errorf("%w: MaxAttempts %d is less than 1", batondriver.ErrBadParams, j.MaxAttempts)
+	}
+	if err := batondriver.CheckDue(j.RunAt, j.Delay); err != nil {
+		return err
 	}
 	return batondriver.CheckJobInsertKeys(j)
 }
@@ -509,7 +532,7 @@ func (d *Driver) finish(ctx context.Context, p *batondriver.JobFinishParams) (*b
 		if f.GiveBack {
 			how = "2"
 		}
-		outcomes = append(outcomes, f.ID, f.Lease, string(f.Outcome), f.Error, strconv.FormatInt(runAtMS(f.RunAt), 10), how)
+		outcomes = append(outcomes, f.ID, f.Lease, string(f.Outcome), f.Error, dueArg(f.RunAt, f.Delay), how)
 		jobKeys[i] = qk.job(f.ID)
 	}
 	call := d.leases.begin(qk.base, p.Queue, p.Fetch != nil || p.Chain)

@@ -18,7 +18,7 @@
 --         settle first, as for job_fetch.lua
 -- ARGV[6i+3..6i+8] for the i-th job: ID, lease, outcome (completed, retry,
 --   snooze, cancel, dead, again), error, run_at in ms for retry, snooze and
---   again ("0": now), "1" to unchain the job chained behind it, "2" to give
+--   again ("0": now; "+d": d ms after now), "1" to unchain the job chained behind it, "2" to give
 --   the job back (a snooze until now or earlier: see give_back), else "0"
 --
 -- Returns {the number of stale outcomes, their 1-based indexes, the
@@ -145,7 +145,7 @@ end
 for i = 1, #KEYS - first + 1 do
   local key = KEYS[first + i - 1]
   local a = 6 * i + 3
-  local id, held, outcome, msg, run_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4])
+  local id, held, outcome, msg, run_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], due_at(ARGV[a + 4], now)
   local v = redis.call('HMGET', key, unpack(OUTCOME_FIELDS))
   -- A chained job handed a slot earlier in this call holds it now, though
   -- its after still names the job ahead (lease clears it at the end).

@@ -5,7 +5,7 @@
 -- n new jobs.
 -- ARGV: fifteen per job, in the order of the job keys: id, kind, args,
 -- priority, max attempts, tags (JSON or ""), metadata (or ""), run_at (ms;
--- "0" for now), concurrency key (or ""), its default limit, on-busy policy,
+-- "0" for now; "+d" for d ms after now), concurrency key (or ""), its default limit, on-busy policy,
 -- busy delay (ms), unique key (or ""), unique scope, then the unique period
 -- (ms) and the conflict answer joined as "period:answer". Then, optionally,
 -- two more: the name of a recurring schedule and the tick (ms) the insert is
@@ -48,7 +48,7 @@ local out, rows = {now}, {}
 local sched, pending, avail = {}, {}, new_batch()
 for i = FIRST_JOB_KEY, #KEYS do
   local a = (i - FIRST_JOB_KEY) * PER_JOB
-  local id, run_at = ARGV[a + 1], tonumber(ARGV[a + 8])
+  local id, run_at = ARGV[a + 1], due_at(ARGV[a + 8], now)
   local u, scope = ARGV[a + 13], ARGV[a + 14]
   local code
   local twin_id, tv
@@ -64,7 +64,7 @@ for i = FIRST_JOB_KEY, #KEYS do
         code = REPLACED
         local t = {'args', ARGV[a + 3]}
         if run_at > now and tv[FI.state] == 'scheduled' then
-          put(t, 'run_at', ARGV[a + 8])
+          put(t, 'run_at', int(run_at))
           if pending[twin_id] then
             -- Scheduled by this call: not in S yet, its entry moves.
             sched[pending[twin_id]] = run_at
@@ -85,7 +85,7 @@ for i = FIRST_JOB_KEY, #KEYS do
     -- Neither key nor unique key (most jobs): nothing to admit or claim.
     local state, at = 'available', snow
     if run_at > now then
-      state, at = 'scheduled', ARGV[a + 8]
+      state, at = 'scheduled', int(run_at)
       sched[#sched + 1] = run_at
       sched[#sched + 1] = id
       code = SCHEDULED
@@ -118,7 +118,7 @@ for i = FIRST_JOB_KEY, #KEYS do
       k, ARGV[a + 10], ARGV[a + 11], ARGV[a + 12], ARGV[a + 4], 0
     local at
     if run_at > now then
-      put(t, 'state', 'scheduled', 'run_at', ARGV[a + 8])
+      put(t, 'state', 'scheduled', 'run_at', int(run_at))
       code, at = SCHEDULED, run_at
     else
       put(t, 'run_at', snow)

@@ -412,6 +412,14 @@ local function release(batch, id, k)
   if redis.call('SREM', K .. k .. ':h', id) == 1 then promote(batch, k) end
 end
 
+-- The server ms that a run_at argument names: "+d" is d ms after now (a
+-- delay counted on the server's clock), anything else ms since the epoch
+-- ("0": now).
+local function due_at(arg, now)
+  if string.byte(arg, 1) == 43 then return now + tonumber(string.sub(arg, 2)) end
+  return tonumber(arg)
+end
+
 -- Uniqueness claims: U maps a unique key to "0:id", or for UniquePeriod to
 -- "expiry:at:id", at being when the claim was made (server ms; a claim
 -- stored before Baton kept it reads "expiry:id").
