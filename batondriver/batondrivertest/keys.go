@@ -260,6 +260,29 @@ func (f *jobFixture) cycle(want ...string) {
 }
 
 func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+	// A job without a key has no key settings: no limit and no policy,
+	// whatever became of it (the policy is a key's: "" means wait only for
+	// a keyed job).
+	t.Run("KeylessJobHasNoPolicy", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		later := withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(time.Hour) })
+		rows := f.insert(newJob(), later)
+		got := f.fetchOne(time.Minute)
+		f.done(got, batondriver.JobOutcomeRetry, time.Now().Add(time.Hour))
+		r, err := f.retry(rows[1].ID)
+		require.NoError(t, err)
+		for i, r := range append(rows, got, f.get(rows[0].ID), f.get(rows[1].ID), r) {
+			require.Empty(t, r.Key, "row %d", i)
+			require.Zero(t, r.Limit, "row %d", i)
+			require.Empty(t, r.OnBusy, "row %d", i)
+		}
+		for _, st := range []batondriver.JobState{scheduled, available} {
+			for _, r := range f.list(st, 0, 0).Jobs {
+				require.Empty(t, r.OnBusy, "listed %s", st)
+			}
+		}
+	})
+
 	t.Run("LimitOneParks", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

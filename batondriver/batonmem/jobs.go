@@ -468,9 +468,11 @@ func (q *queueState) insert(queue string, in *batondriver.JobInsert, now time.Ti
 		Metadata:    bytes.Clone(in.Metadata),
 		Key:         in.Key,
 		Limit:       in.Limit,
-		OnBusy:      cmp.Or(in.OnBusy, batondriver.OnBusyWait),
 		CreatedAt:   now,
 	}, busyDelay: in.BusyDelay}
+	if in.Key != "" { // a policy is a key's: a job without one has none
+		j.row.OnBusy = cmp.Or(in.OnBusy, batondriver.OnBusyWait)
+	}
 	if u != nil {
 		j.row.Unique, j.row.UniqueScope, j.period = u.Key, u.Scope, u.Period
 	}
