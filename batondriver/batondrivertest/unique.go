@@ -374,6 +374,27 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Equal(t, "duplicate of "+r.ID, reason)
 	})
 
+	// A period's twin may be gone while its claim lasts: the insert that
+	// conflicts with it still gets a row naming it (its ID, in its queue),
+	// for every answer, so that a caller tells a duplicate from a busy key
+	// (nil is only for OnBusyFail).
+	t.Run("GoneTwinsRowNamesIt", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		a := f.insertIn(available, uniqueJob(u, inPeriod, existing))
+		require.NoError(t, f.del(a.ID))
+		for _, c := range []struct {
+			answer batondriver.UniqueConflict
+			want   batondriver.JobInsertStatus
+		}{{"", batondriver.JobDuplicate}, {existing, batondriver.JobDuplicate},
+			{replace, batondriver.JobDuplicate}, {reject, batondriver.JobRejected}} {
+			row, _ := f.insertAs(c.want, uniqueJob(u, inPeriod, c.answer))
+			require.NotNil(t, row, "answer %q: no row for the gone twin", c.answer)
+			require.Equal(t, a.ID, row.ID, "answer %q", c.answer)
+			require.Equal(t, f.queue, row.Queue, "answer %q", c.answer)
+		}
+		f.countsOf(nil)
+	})
+
 	t.Run("PeriodLapses", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		const period = 200 * time.Millisecond

@@ -454,7 +454,7 @@ func (q *queueState) insert(queue string, in *batondriver.JobInsert, now time.Ti
 	u := in.Unique
 	if u != nil {
 		if c, twin := q.twin(u, now); c != nil {
-			return q.conflict(u, in, c, twin, now)
+			return q.conflict(queue, u, in, c, twin, now)
 		}
 	}
 	j := &job{row: batondriver.JobRow{
@@ -495,18 +495,20 @@ func (q *queueState) insert(queue string, in *batondriver.JobInsert, now time.Ti
 	return j.copyRow(), batondriver.JobInserted, ""
 }
 
-// conflict answers an insert of in whose unique key u conflicts with claim
-// c, whose job twin may be gone (a period claim outlives its job).
-func (q *queueState) conflict(u *batondriver.JobUnique, in *batondriver.JobInsert, c *claim, twin *job, now time.Time) (*batondriver.JobRow, batondriver.JobInsertStatus, string) {
-	var row *batondriver.JobRow
+// conflict answers an insert of in into queue whose unique key u conflicts
+// with claim c, whose job twin may be gone (a period claim outlives its
+// job): its row then has only its ID and queue, so that the caller still
+// learns which job it was, and tells a duplicate from a busy key (nil).
+func (q *queueState) conflict(queue string, u *batondriver.JobUnique, in *batondriver.JobInsert, c *claim, twin *job, now time.Time) (*batondriver.JobRow, batondriver.JobInsertStatus, string) {
+	row := &batondriver.JobRow{ID: c.id, Queue: queue}
+	if twin != nil {
+		row = twin.copyRow()
+	}
 	switch {
 	case u.OnConflict == batondriver.UniqueReject:
-		if twin != nil {
-			row = twin.copyRow()
-		}
 		return row, batondriver.JobRejected, "duplicate of " + c.id
 	case twin == nil:
-		return nil, batondriver.JobDuplicate, ""
+		return row, batondriver.JobDuplicate, ""
 	case u.OnConflict == batondriver.UniqueReplace && queued(twin.row.State):
 		twin.row.Args = bytes.Clone(in.Args)
 		if in.RunAt.After(now) && twin.row.State == batondriver.JobStateScheduled {
