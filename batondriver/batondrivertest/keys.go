@@ -430,6 +430,23 @@ func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.requireKey(k, []string{b.ID, c.ID}, 0, 0)
 	})
 
+	// The reason names the key quoted as Go quotes it (%q), whatever bytes
+	// it has: escapes for quotes, backslashes, control bytes, invalid
+	// UTF-8 and common invisible runes, printable runes as they are.
+	t.Run("OnBusyDropReasonQuotesKey", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		for i, k := range []string{"tab\t nl\n cr\r \"q\" back\\slash \x00\x01\x1f\x7f \a\b\f\v",
+			"bad utf-8 \xff\xc3 \xe2\x82 \xed\xa0\x80 \xf4\x90\x80\x80 \xc0\xaf",
+			"é€😀 nbsp\u00a0 c1\u0085 shy\u00ad zwsp\u200b ls\u2028 bom\ufeff pua\ue000 fffd\ufffd"} {
+			a := f.insertIn(available, keyJob(k, 1))
+			d := f.insertIn(dropped, keyJob(k, 1, onBusy(batondriver.OnBusyDrop)))
+			require.Len(t, d.Errors, 1)
+			require.Equal(t, busyReason(k, 1, 1), d.Errors[0].Error, "key %d", i)
+			require.Equal(t, busyReason(k, 1, 1), f.get(d.ID).Errors[0].Error, "key %d", i)
+			require.NoError(t, f.del(a.ID))
+		}
+	})
+
 	t.Run("OnBusyDropAtInsert", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

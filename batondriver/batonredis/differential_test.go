@@ -175,7 +175,7 @@ func diffRun(t *testing.T, seed uint64, sides []*diffSide) string {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	queue := "q" + randomHex(4)
-	keys := []string{"a", "b"}
+	keys := []string{"a", "b\t\"\n\\é\x01"}
 	t0 := time.Now().Truncate(time.Millisecond)
 	for _, s := range sides {
 		s.index = map[string]int{}

@@ -190,6 +190,89 @@ local function add_error(j, attempt, now, msg)
   return cjson.encode(errs)
 end
 
+-- Quoting as Go's %q (strconv.Quote) quotes, for the messages that name a
+-- key, so that they read the same on every backend: ", \ and the ASCII
+-- controls escaped (\a \b \f \n \r \t \v, else \xHH), a byte that does not
+-- start a valid UTF-8 sequence as \xHH, the valid runes Go does not print
+-- (NOT_PRINT) as \uHHHH or \UHHHHHHHH, and every other rune as it is.
+-- NOT_PRINT, pairs of first and last, are the assigned runes that are not
+-- graphic as of Go's Unicode 15 tables: C1 controls, spaces but ASCII's,
+-- format characters and private use. Unassigned runes, which Go escapes
+-- too, are kept as they are.
+local NOT_PRINT = {0x80, 0xa0, 0xad, 0xad, 0x600, 0x605, 0x61c, 0x61c, 0x6dd, 0x6dd,
+  0x70f, 0x70f, 0x890, 0x891, 0x8e2, 0x8e2, 0x1680, 0x1680, 0x180e, 0x180e,
+  0x2000, 0x200f, 0x2028, 0x202f, 0x205f, 0x2064, 0x2066, 0x206f, 0x3000, 0x3000,
+  0xe000, 0xf8ff, 0xfeff, 0xfeff, 0xfff9, 0xfffb, 0x110bd, 0x110bd, 0x110cd, 0x110cd,
+  0x13430, 0x1343f, 0x1bca0, 0x1bca3, 0x1d173, 0x1d17a, 0xe0001, 0xe0001, 0xe0020, 0xe007f,
+  0xf0000, 0xffffd, 0x100000, 0x10fffd}
+local QUOTE_ESC = {[7] = '\\a', [8] = '\\b', [9] = '\\t', [10] = '\\n', [11] = '\\v',
+  [12] = '\\f', [13] = '\\r', [34] = '\\"', [92] = '\\\\'}
+
+-- The rune of the valid UTF-8 sequence at byte i of s (Go's rules: no
+-- overlong forms, surrogates or runes past U+10FFFF) and its length, or
+-- nil.
+local function utf8_at(s, i)
+  local b0, b1, b2, b3 = string.byte(s, i, i + 3)
+  local function cont(b) return b and b >= 0x80 and b <= 0xbf end
+  if b0 >= 0xc2 and b0 <= 0xdf then
+    if cont(b1) then return (b0 - 0xc0) * 64 + (b1 - 0x80), 2 end
+  elseif b0 >= 0xe0 and b0 <= 0xef then
+    local lo, hi = 0x80, 0xbf
+    if b0 == 0xe0 then lo = 0xa0 elseif b0 == 0xed then hi = 0x9f end
+    if b1 and b1 >= lo and b1 <= hi and cont(b2) then
+      return (b0 - 0xe0) * 4096 + (b1 - 0x80) * 64 + (b2 - 0x80), 3
+    end
+  elseif b0 >= 0xf0 and b0 <= 0xf4 then
+    local lo, hi = 0x80, 0xbf
+    if b0 == 0xf0 then lo = 0x90 elseif b0 == 0xf4 then hi = 0x8f end
+    if b1 and b1 >= lo and b1 <= hi and cont(b2) and cont(b3) then
+      return (b0 - 0xf0) * 262144 + (b1 - 0x80) * 4096 + (b2 - 0x80) * 64 + (b3 - 0x80), 4
+    end
+  end
+  return nil
+end
+
+local function go_quote(s)
+  local out, i, n = {'"'}, 1, #s
+  while i <= n do
+    local b = string.byte(s, i)
+    local w = 1
+    if b < 0x80 then
+      if QUOTE_ESC[b] then
+        out[#out + 1] = QUOTE_ESC[b]
+      elseif b < 0x20 or b == 0x7f then
+        out[#out + 1] = string.format('\\x%02x', b)
+      else
+        out[#out + 1] = string.char(b)
+      end
+    else
+      local r, len = utf8_at(s, i)
+      if not r then
+        out[#out + 1] = string.format('\\x%02x', b)
+      else
+        w = len
+        local shown = true
+        for k = 1, #NOT_PRINT, 2 do
+          if r >= NOT_PRINT[k] and r <= NOT_PRINT[k + 1] then
+            shown = false
+            break
+          end
+        end
+        if shown then
+          out[#out + 1] = string.sub(s, i, i + len - 1)
+        elseif r < 0x10000 then
+          out[#out + 1] = string.format('\\u%04x', r)
+        else
+          out[#out + 1] = string.format('\\U%08x', r)
+        end
+      end
+    end
+    i = i + w
+  end
+  out[#out + 1] = '"'
+  return table.concat(out)
+end
+
 -- Jobs made available by one script: make_available collects them, and
 -- flush_available gives them arrival numbers in collection order, adds them
 -- to A and returns how many it added. A script that leases afterwards
@@ -310,7 +393,7 @@ local function admit(batch, t, id, v, now, first, insert)
   elseif policy == 'fail' and insert then
     return REFUSED
   else -- drop, or fail when due
-    local msg = string.format('key %q busy: %d holding, limit %d', k, nh, limit)
+    local msg = string.format('key %s busy: %d holding, limit %d', go_quote(k), nh, limit)
     put(t, 'state', 'dropped', 'finished', int(now),
       'errors', add_error({errors = v[FI.errors]}, tonumber(v[FI.attempt]) or 0, now, msg))
     redis.call('ZADD', Y, now, id)
