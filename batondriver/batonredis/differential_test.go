@@ -33,8 +33,9 @@ import (
 //     args and, for a delayed insert and a scheduled twin, RunAt — and
 //     reject), some once per tick of a schedule, and what each insert
 //     replied, Reason included;
-//   - fetches, with and without chains, and fetches whose leases expire
-//     and are taken back (with a RecoverDelay of 0 or an hour);
+//   - fetches, with and without chains, fetches whose leases expire and
+//     are taken back (with a RecoverDelay of 0 or an hour), and fetches
+//     that admit keyed jobs come due (their OnBusy policy applying);
 //   - finishes with every outcome (Retry, Snooze and Again now or some
 //     hours ahead), Unchain, GiveBack, and with and without Fetch, Chain
 //     and a retention, and now and then an outcome with a stale lease;
@@ -57,12 +58,14 @@ import (
 // backends: every time given is whole hours from the start, or an hour or
 // more from now; a lease meant to expire is the only one of its fetch (two
 // expiring in the same ms are taken back in an order of the backend's),
-// and nothing else happens until it has expired.
+// and nothing else happens until it has expired; likewise nothing happens
+// between the insert of jobs due in 100ms and the fetch that admits them.
 //
 // BATON_DIFF_SEEDS and BATON_DIFF_STEPS run more and longer sequences: at
 // the commit that widened this test as described, 300 sequences of 100
-// steps passed; before, 300 of 100, and 1500 of 150 before expired leases
-// and KeyList were part of it.
+// steps passed, and 100 of 200; with jobs come due, 300 of 60; before,
+// 300 of 100, and 1500 of 150 before expired leases and KeyList were part
+// of it.
 
 // diffSide is one backend of the comparison, with its names for the jobs:
 // ids[i] is the i-th job inserted, by index across both sides.
@@ -205,7 +208,11 @@ func diffRun(t *testing.T, seed uint64, sides []*diffSide) string {
 	at := func(h int) time.Time { return t0.Add(time.Duration(h) * time.Hour) }
 	jobs, paused := 0, false
 	for step := 0; step < diffSteps; step++ {
-		switch op := rng.IntN(14); {
+		op := rng.IntN(14)
+		if op == 10 && rng.IntN(3) == 0 {
+			op = 14 // the other step that sleeps, a third of the time
+		}
+		switch {
 		case op == 10: // leases that expire, taken back
 			max, chain, delay := 1, rng.IntN(2) == 0, time.Duration(rng.IntN(2))*time.Hour // one lease: the order of two expiring in the same ms is the backend's
 			each(fmt.Sprintf("expire %d chain %v delay %v", max, chain, delay), func(s *diffSide) string {
@@ -242,6 +249,40 @@ func diffRun(t *testing.T, seed uint64, sides []*diffSide) string {
 				}
 				return fmt.Sprint(lost)
 			})
+		case op == 14: // keyed jobs delayed a moment, admitted when due
+			var ins []*batondriver.JobInsert
+			var desc []string
+			for range 1 + rng.IntN(2) {
+				j := &batondriver.JobInsert{Kind: "k", Args: []byte(fmt.Sprintf(`{"n":%d}`, step*10+len(ins))),
+					Priority: rng.IntN(3), MaxAttempts: 1 + rng.IntN(3), Key: keys[rng.IntN(len(keys))], Limit: 1 + rng.IntN(2),
+					OnBusy: []batondriver.OnBusy{batondriver.OnBusyWait, batondriver.OnBusyDrop, batondriver.OnBusyFail}[rng.IntN(3)]}
+				if rng.IntN(4) == 0 {
+					j.OnBusy, j.BusyDelay = batondriver.OnBusyReschedule, 100*time.Hour
+				}
+				ins = append(ins, j)
+				desc = append(desc, fmt.Sprintf("%s/%d/%s", j.Key, j.Limit, j.OnBusy))
+			}
+			each("due "+strings.Join(desc, " "), func(s *diffSide) string {
+				// Due 100ms from now on each side (the insert must run
+				// before: 30ms was not always enough on a busy machine),
+				// and nothing else happens until the fetch that admits
+				// them.
+				due := time.Now().Add(100 * time.Millisecond)
+				for _, j := range ins {
+					j.RunAt = due
+				}
+				res, err := s.d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: queue, Jobs: ins})
+				require.NoError(t, err)
+				var out []string
+				for i, r := range res.Jobs {
+					out = append(out, fmt.Sprintf("%s=%s", res.Status[i], s.norm([]*batondriver.JobRow{r})[0]))
+				}
+				time.Sleep(time.Until(due) + 30*time.Millisecond)
+				fr, err := s.d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: queue, LeaseTTL: time.Hour, RecoverDelay: time.Hour})
+				require.NoError(t, err)
+				return fmt.Sprint(out, " recovered ", fr.Recovered, " next ", s.hours(fr.NextRunAt))
+			})
+			jobs += len(ins)
 		case op == 11: // pause or resume
 			paused = !paused
 			each(fmt.Sprintf("pause %v", paused), func(s *diffSide) string {
