@@ -43,8 +43,9 @@ type InsertManyParams struct {
 
 // InsertResult describes an inserted job.
 type InsertResult struct {
-	// Job is the stored job — or, for a uniqueness conflict, its twin; nil
-	// for an insert refused with ErrKeyBusy.
+	// Job is the stored job — or, for a uniqueness conflict, its twin (a
+	// twin gone since, whose UniquePeriod claim lives on, is a row of its
+	// ID and Queue alone); nil for an insert refused with ErrKeyBusy.
 	Job *JobRow
 	// Status says whether the job was stored or resolved to a twin.
 	Status JobInsertStatus

@@ -135,7 +135,8 @@ type JobRow struct {
 	Metadata    []byte // JSON object or nil
 
 	// Key is the concurrency key ("" for none), Limit its default limit
-	// and OnBusy its policy for the job's first admission.
+	// and OnBusy its policy for the job's first admission (0 and "" for
+	// a job without a key).
 	Key    string
 	Limit  int
 	OnBusy OnBusy

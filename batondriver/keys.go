@@ -135,7 +135,9 @@ const (
 	// JobInserted: the job is stored; its row's State says where
 	// (available, scheduled, parked, or dropped by OnBusyDrop).
 	JobInserted JobInsertStatus = "inserted"
-	// JobDuplicate: a twin conflicted; the row is the twin's.
+	// JobDuplicate: a twin conflicted; the row is the twin's (a twin gone
+	// since, whose period claim lives on, is a row of its ID and Queue
+	// alone).
 	JobDuplicate JobInsertStatus = "duplicate"
 	// JobReplaced: a queued twin took the insert's args; the row is the
 	// twin's after the change.
