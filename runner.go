@@ -1021,6 +1021,15 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 		r.releaseSlots(slots)
 		slots = 0
 		letGo()
+		if errors.Is(err, batondriver.ErrBadParams) {
+			// Refused, not lost: a retry would be refused too, and the
+			// heartbeat would keep the jobs running (and their key slots
+			// held) for ever. Their leases lapse instead, and they run
+			// again.
+			r.log.Error("baton: the backend refused job outcomes; the jobs run again when their leases expire",
+				"queue", queue, "jobs", len(fs), "err", err)
+			return
+		}
 		r.log.Warn("baton: recording job outcomes failed; retrying", "queue", queue, "jobs", len(fs), "err", err)
 		select {
 		case <-time.After(backoff):

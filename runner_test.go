@@ -416,3 +416,46 @@ func TestRelativeTimesAreDelaysOnTheBackendsClock(t *testing.T) {
 		require.Equal(t, w, d.seen[k], k)
 	}
 }
+
+// refusingFinish refuses every outcome of job id as bad parameters.
+type refusingFinish struct {
+	batondriver.JobDriver
+	id      atomic.Value // string
+	refused atomic.Int32
+}
+
+func (d *refusingFinish) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	for _, f := range p.Finished {
+		if f.ID == d.id.Load() {
+			d.refused.Add(1)
+			return nil, fmt.Errorf("%w: refused for the test", batondriver.ErrBadParams)
+		}
+	}
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// An outcome the backend refuses as bad parameters is not retried for
+// ever with its lease renewed meanwhile (the job would stay running, its
+// key slot held): it is given up, the lease lapses, and the job runs again.
+func TestRefusedOutcomeLetsTheLeaseLapse(t *testing.T) {
+	t.Parallel()
+	const leaseTTL = 200 * time.Millisecond
+	d := &refusingFinish{JobDriver: batonmem.New()}
+	d.id.Store("")
+	var runs atomic.Int32
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error {
+		runs.Add(1)
+		return nil
+	}), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, LeaseTTL: leaseTTL,
+		PollInterval: 10 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	res, err := c.Insert(t.Context(), emailArgs{To: "refused"}, nil)
+	require.NoError(t, err)
+	d.id.Store(res.Job.ID)
+	start(t, c)
+	require.Eventually(t, func() bool { return runs.Load() >= 2 }, 10*time.Second, 5*time.Millisecond,
+		"the job never ran again")
+	require.LessOrEqual(t, int(d.refused.Load()), int(runs.Load())+1, "a refused outcome was retried")
+}
