@@ -30,12 +30,31 @@ func (h *handler) sampleIfDue(ctx context.Context) {
 	h.hist.add(now, stats)
 }
 
+// queueStats reads every queue's stats. Some queues unread (a Cluster node
+// down) still make a page of the others, with unread saying why the rest
+// are missing; the throughput history leaves such a reading out. If the
+// queues cannot be listed at all, it answers the request with the error
+// and reports !ok.
+func (h *handler) queueStats(w http.ResponseWriter, r *http.Request) (stats []*baton.QueueStats, unread string, ok bool) {
+	stats, err := h.client.QueueStatsAll(r.Context())
+	switch {
+	case err == nil:
+		return stats, "", true
+	case stats == nil || r.Context().Err() != nil:
+		h.backendError(w, r, err)
+		return nil, "", false
+	}
+	h.cfg.Logger.Warn("batonui: some queues could not be read", "path", r.URL.Path, "err", err)
+	return stats, "Some queues could not be read, and are missing below: " + err.Error(), true
+}
+
 type queueRow struct {
 	*baton.QueueStats
 	Hour finished // from the history
 }
 
 type overviewData struct {
+	Unread  string // why some queues are missing, if they are
 	Queues  []queueRow
 	Totals  map[baton.JobState]int
 	Keys    int // active keys of all queues
@@ -45,17 +64,16 @@ type overviewData struct {
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
-	stats, err := h.client.QueueStatsAll(r.Context())
-	if err != nil {
-		h.backendError(w, r, err)
+	stats, unread, ok := h.queueStats(w, r)
+	if !ok {
 		return
 	}
 	now := h.now()
-	if h.hist.due(now) {
+	if h.hist.due(now) && unread == "" {
 		h.hist.add(now, stats)
 	}
 	t := h.hist.summary(now)
-	d := &overviewData{Totals: map[baton.JobState]int{}, Through: t, Chart: newChart(t.Buckets), Return: h.here(r)}
+	d := &overviewData{Unread: unread, Totals: map[baton.JobState]int{}, Through: t, Chart: newChart(t.Buckets), Return: h.here(r)}
 	for _, st := range stats {
 		d.Queues = append(d.Queues, queueRow{QueueStats: st, Hour: t.Queues[st.Queue]})
 		for s, n := range st.Counts {
@@ -300,6 +318,7 @@ type deadQueue struct {
 }
 
 type deadData struct {
+	Unread   string // why some queues are missing, if they are
 	Queues   []deadQueue
 	Selected string
 	// SelDead and SelCancelled count the selected queue's dead set.
@@ -318,15 +337,14 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	stats, err := h.client.QueueStatsAll(r.Context())
-	if err != nil {
-		h.backendError(w, r, err)
+	stats, unread, ok := h.queueStats(w, r)
+	if !ok {
 		return
 	}
-	if now := h.now(); h.hist.due(now) {
+	if now := h.now(); h.hist.due(now) && unread == "" {
 		h.hist.add(now, stats)
 	}
-	d := &deadData{Selected: r.URL.Query().Get("queue"), State: baton.JobState(r.URL.Query().Get("state")), Return: h.here(r)}
+	d := &deadData{Unread: unread, Selected: r.URL.Query().Get("queue"), State: baton.JobState(r.URL.Query().Get("state")), Return: h.here(r)}
 	if msg := badQueue(d.Selected); d.Selected != "" && msg != "" {
 		h.fail(w, r, http.StatusBadRequest, msg)
 		return
