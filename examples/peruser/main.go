@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	}
 	defer closeDriver()
 
-	p := &program{out: out, ticks: *ticks, events: newStreams(), running: map[int]int{}, most: map[int]int{}, fanOuts: map[int64]int{}}
+	p := &program{out: out, ticks: *ticks, events: newStreams(), running: map[int]int{}, most: map[int]int{}, last: map[int]syncRun{}, fanOuts: map[int64]int{}}
 	workers := baton.NewWorkers()
 	baton.AddWorker(workers, baton.WorkFunc[SyncUser](p.sync), &baton.WorkerOpts{
 		Concurrency: &baton.ConcurrencyOpts{
@@ -174,8 +174,10 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	c.Check(p.mostUsers >= 2, fmt.Sprintf("different users synced in parallel (up to %d at once)", p.mostUsers))
 	c.Check(p.dropped >= 1, fmt.Sprintf("twins of a running sync were dropped (%d)", p.dropped))
 	processed, added, twice := p.events.totals()
-	c.Check(processed == added && twice == 0, fmt.Sprintf("each of the %d events processed exactly once, no follow-up lost (%d processed, %d twice)", added, processed, twice))
-	c.Check(p.again >= 1, fmt.Sprintf("syncs with events left ran again (%d follow-ups)", p.again))
+	c.Check(processed == added && twice == 0, fmt.Sprintf("each of the %d events processed exactly once (%d processed, %d twice)", added, processed, twice))
+	p.owedLocked()
+	c.Check(p.again >= 1 && len(p.broken) == 0,
+		fmt.Sprintf("each of the %d JobAgain follow-ups was its user's next sync: none lost, no twin in between%s", p.again, listed(p.broken)))
 	once := true
 	for _, n := range p.fanOuts {
 		once = once && n == 1
@@ -192,20 +194,22 @@ type program struct {
 	events *streams
 
 	mu        sync.Mutex
-	running   map[int]int   // syncs running per user
-	most      map[int]int   // most syncs of a user at once
-	mostUsers int           // most users syncing at once
-	dropped   int           // syncs dropped as twins
-	again     int           // runs that returned JobAgain
-	fired     int           // ticks fired by the clients
-	fanOuts   map[int64]int // fan-outs run per tick (Unix ms)
+	running   map[int]int     // syncs running per user
+	most      map[int]int     // most syncs of a user at once
+	mostUsers int             // most users syncing at once
+	dropped   int             // syncs dropped as twins
+	again     int             // runs that returned JobAgain
+	last      map[int]syncRun // each user's latest run
+	broken    []string        // follow-ups lost, or runs that slipped in before one
+	fired     int             // ticks fired by the clients
+	fanOuts   map[int64]int   // fan-outs run per tick (Unix ms)
 }
 
 // sync is the seed's MyWorker: process a few events; if some are left,
 // run again.
 func (p *program) sync(ctx context.Context, job *baton.Job[SyncUser]) error {
 	user := job.Args.UserID
-	p.enter(user)
+	p.enter(user, job)
 	defer p.leave(user)
 	done := 0
 	for ; done < batch; done++ {
@@ -223,12 +227,13 @@ func (p *program) sync(ctx context.Context, job *baton.Job[SyncUser]) error {
 	left := p.events.left(user)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.last[user] = syncRun{id: job.ID, runs: job.Runs, again: left > 0}
 	if left > 0 {
 		p.again++
-		fmt.Fprintf(p.out, "  user %d run %d: processed %d, %d left → JobAgain\n", user, job.Runs, done, left)
+		fmt.Fprintf(p.out, "  user %d job %s run %d: processed %d, %d left → JobAgain\n", user, short(job.ID), job.Runs+1, done, left)
 		return baton.JobAgain()
 	}
-	fmt.Fprintf(p.out, "  user %d run %d: processed %d, none left → done\n", user, job.Runs, done)
+	fmt.Fprintf(p.out, "  user %d job %s run %d: processed %d, none left → done\n", user, short(job.ID), job.Runs+1, done)
 	return nil
 }
 
@@ -267,9 +272,24 @@ func (p *program) fanOut(ctx context.Context, job *baton.Job[FanOut]) error {
 	return nil
 }
 
-func (p *program) enter(user int) {
+// syncRun is a run of a sync job: its ID, its number (Job.Runs) and
+// whether it returned JobAgain.
+type syncRun struct {
+	id    string
+	runs  int
+	again bool
+}
+
+func (p *program) enter(user int, job *baton.Job[SyncUser]) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// After a run that returned JobAgain, the user's next run must be that
+	// job's next run: the follow-up kept the lock, so nothing slipped in.
+	if last := p.last[user]; last.again && (job.ID != last.id || job.Runs != last.runs+1) {
+		p.broken = append(p.broken, fmt.Sprintf("user %d: job %s run %d came after job %s run %d asked to run again",
+			user, short(job.ID), job.Runs+1, short(last.id), last.runs+1))
+	}
+	p.last[user] = syncRun{id: job.ID, runs: job.Runs}
 	p.running[user]++
 	p.most[user] = max(p.most[user], p.running[user])
 	p.mostUsers = max(p.mostUsers, p.busyUsersLocked())
@@ -289,6 +309,16 @@ func (p *program) finished() bool {
 	return len(p.fanOuts) >= p.ticks && p.events.pending() == 0 && p.busyUsersLocked() == 0
 }
 
+// owedLocked adds to broken the users whose latest run asked to run
+// again and whose follow-up never ran: lost.
+func (p *program) owedLocked() {
+	for _, user := range users {
+		if last := p.last[user]; last.again {
+			p.broken = append(p.broken, fmt.Sprintf("user %d: the follow-up of job %s run %d never ran", user, short(last.id), last.runs+1))
+		}
+	}
+}
+
 func (p *program) busyUsersLocked() int {
 	n := 0
 	for _, r := range p.running {
@@ -297,6 +327,26 @@ func (p *program) busyUsersLocked() int {
 		}
 	}
 	return n
+}
+
+// listed is ": a; b" for a non-empty list (its first 3, then how many
+// more), else "".
+func listed(s []string) string {
+	switch {
+	case len(s) == 0:
+		return ""
+	case len(s) > 3:
+		return fmt.Sprintf(": %s; and %d more", strings.Join(s[:3], "; "), len(s)-3)
+	}
+	return ": " + strings.Join(s, "; ")
+}
+
+// short abbreviates a job ID for printing.
+func short(id string) string {
+	if len(id) > 8 {
+		return id[len(id)-8:]
+	}
+	return id
 }
 
 // stop stops c, letting its running jobs finish.
