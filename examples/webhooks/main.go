@@ -121,6 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 		return 1
 	}
 	a.printKeys("Inserted; before any worker runs, the keys hold:")
+	inserted := map[int]baton.JobState{} // the odd deliveries' states at their inserts
 	for _, extra := range []struct {
 		n      int
 		onBusy baton.OnBusy
@@ -130,6 +131,7 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 			fmt.Fprintln(out, "webhooks:", err)
 			return 1
 		}
+		inserted[extra.n] = res.Job.State
 		fmt.Fprintf(out, "  an acme webhook with OnBusy %-10s → %s\n", extra.onBusy, res.Job.State)
 	}
 	fmt.Fprintln(out)
@@ -171,7 +173,7 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	fmt.Fprintln(out, "Most deliveries at once / limit, per customer, once each limit took effect:")
 	t.printPhases(out)
 	fmt.Fprintln(out, "\nChecks:")
-	t.check(a)
+	t.check(a, inserted)
 	_, active, err := client.KeyList(context.WithoutCancel(ctx), queue, nil)
 	a.Check(err == nil && active == 0, "every key went idle: no holder, nothing parked, no override left")
 	return a.Result()
@@ -224,6 +226,10 @@ func (a *admin) resetLimit(customer string) {
 func (a *admin) limitSet(customer, call string, old, n int, info *baton.KeyInfo, err error) {
 	if err != nil {
 		a.Check(false, fmt.Sprintf("%s %s: %v", customer, call, err))
+		return
+	}
+	if info.Limit < 0 { // nothing of the key is left: no limit to tell
+		fmt.Fprintf(a.out, "%-8s %-13s → idle: nothing holding a slot, chained or parked\n", customer, call)
 		return
 	}
 	fmt.Fprintf(a.out, "%-8s %-13s → limit %2d: %2d holding a slot, %2d chained, %2d parked\n",
@@ -414,8 +420,9 @@ func (t *tally) printPhases(out io.Writer) {
 	}
 }
 
-// check reports the guarantees the deliveries themselves show.
-func (t *tally) check(a *admin) {
+// check reports the guarantees the deliveries themselves show, and
+// those of the odd deliveries' inserts (their states, by N).
+func (t *tally) check(a *admin, inserted map[int]baton.JobState) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, v := range t.violations {
@@ -435,5 +442,8 @@ func (t *tally) check(a *admin) {
 	}
 	a.Check(lost == 0 && repeated == 0, fmt.Sprintf("each of the %d deliveries ran exactly once (%d lost, %d repeated)", perCustomer*len(customers), lost, repeated))
 	acme := t.customers["acme"]
-	a.Check(acme.delivered[ping] == 0 && acme.delivered[digest] == 1, "the ping was dropped; the digest, rescheduled while acme was busy, ran once")
+	a.Check(inserted[ping] == baton.JobStateDropped && acme.delivered[ping] == 0,
+		fmt.Sprintf("the ping, inserted while acme was busy, was dropped (insert → %s) and never ran", inserted[ping]))
+	a.Check(inserted[digest] == baton.JobStateScheduled && acme.delivered[digest] == 1,
+		fmt.Sprintf("the digest, inserted while acme was busy, was rescheduled, not parked (insert → %s), and ran once", inserted[digest]))
 }
