@@ -51,8 +51,11 @@ type Config struct {
 	Dash string
 	// Sabotage breaks a guarantee on purpose, to show that the checks
 	// catch it: "limit" inserts six webhooks of customer:05 that carry a
-	// limit of 10 instead of 3; "retry" gives the charge only 2 attempts.
-	// Default "": none.
+	// limit of 10 instead of 3; "halt" sets the halted key's limit to 3,
+	// not 0; "twin" inserts the syncs with OnBusyWait, so that twins wait
+	// instead of being dropped; "retry" gives the charge only 2 attempts;
+	// "fanout" gives the second worker process the fan-out's schedule
+	// under another name, so that each tick fires twice. Default "": none.
 	Sabotage string
 }
 
@@ -155,9 +158,9 @@ func newRun(driver batondriver.Driver, out io.Writer, cfg *Config) (*run, error)
 		c.Backend = "the embedded in-memory backend"
 	}
 	switch c.Sabotage {
-	case "", "limit", "retry":
+	case "", "limit", "halt", "twin", "retry", "fanout":
 	default:
-		return nil, fmt.Errorf("demo: unknown sabotage %q (limit, retry)", c.Sabotage)
+		return nil, fmt.Errorf("demo: unknown sabotage %q (limit, halt, twin, retry, fanout)", c.Sabotage)
 	}
 	r := &run{
 		cfg:      c,
@@ -183,12 +186,19 @@ func newRun(driver batondriver.Driver, out io.Writer, cfg *Config) (*run, error)
 	for i, q := range queues {
 		qs[i] = baton.QueueConfig{Name: q}
 	}
-	for range 2 {
+	for i := range 2 {
+		periodic := r.periodic
+		if c.Sabotage == "fanout" && i == 1 {
+			// The same schedule under another name: fired once per name.
+			again := *r.periodic[0]
+			again.Name += "-again"
+			periodic = []*baton.PeriodicJob{&again}
+		}
 		client, err := baton.NewClient(driver, &baton.Config{
 			Workers:      r.workers(),
 			Queues:       qs,
 			Concurrency:  workersPerProcess,
-			PeriodicJobs: r.periodic,
+			PeriodicJobs: periodic,
 			OnJobEnd:     r.jobEnded,
 			Logger:       slog.New(slog.DiscardHandler),
 		})

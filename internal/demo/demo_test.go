@@ -90,8 +90,11 @@ func TestDemo(t *testing.T) {
 func TestSabotage(t *testing.T) {
 	t.Parallel()
 	for sabotage, failing := range map[string]string{
-		"limit": "max concurrency per key",
-		"retry": "3rd attempt",
+		"limit":  "max concurrency per key",
+		"halt":   "the halted key ran nothing",
+		"twin":   "every twin of a running sync was dropped",
+		"retry":  "3rd attempt",
+		"fanout": "the fan-out fired once per tick",
 	} {
 		t.Run(sabotage, func(t *testing.T) {
 			t.Parallel()

@@ -97,8 +97,12 @@ func (r *run) produceSyncs(ctx context.Context) {
 			}
 		}
 		key := userKey(args)
+		var opts *baton.InsertOpts
+		if r.cfg.Sabotage == "twin" {
+			opts = &baton.InsertOpts{Concurrency: &baton.ConcurrencyOpts{Key: baton.KeyOf(userKey), Limit: syncLimit, OnBusy: baton.OnBusyWait}}
+		}
 		runBefore, runningBefore := r.track.run(key)
-		res, err := r.clients[1].Insert(ctx, args, nil)
+		res, err := r.clients[1].Insert(ctx, args, opts)
 		if err != nil {
 			r.abort(fmt.Errorf("inserting a sync: %w", err))
 			return
@@ -159,14 +163,18 @@ func (r *run) haltAndResume(ctx context.Context) {
 		return
 	}
 	r.track.halting(key)
-	info, err := r.clients[0].SetLimit(ctx, queueWebhooks, key, 0)
+	limit := 0
+	if r.cfg.Sabotage == "halt" {
+		limit = webhookLimit // no halt at all
+	}
+	info, err := r.clients[0].SetLimit(ctx, queueWebhooks, key, limit)
 	if err != nil {
 		r.abort(fmt.Errorf("halting %s: %w", key, err))
 		return
 	}
 	r.track.halted(info.Fence, info.Running)
-	r.screen.event("%s %s (SetLimit 0): %d running may finish, %d parked wait",
-		r.screen.paint(yellow, "halt"), key, info.Running, info.Parked)
+	r.screen.event("%s %s (SetLimit %d): %d running may finish, %d parked wait",
+		r.screen.paint(yellow, "halt"), key, limit, info.Running, info.Parked)
 	if !r.at(ctx, resumeAt) {
 		return
 	}
