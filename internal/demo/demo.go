@@ -73,7 +73,8 @@ type Result struct {
 	// ParkedPeak is the most jobs parked at once, sampled.
 	ParkedPeak int
 	// Handoffs are the handoff latencies measured, sorted: from a holder's
-	// return to the start of the next job of its key that waited for it.
+	// return to the start of a job of its key that waited for the slot it
+	// freed.
 	Handoffs []time.Duration
 }
 

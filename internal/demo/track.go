@@ -24,16 +24,20 @@ type keyTrack struct {
 	maxSeen int
 	starts  int // attempts started; numbers the runs, for twin checks
 
-	// Handoffs. waiting holds the jobs parked for a slot: parked when
+	// Handoffs. waiting holds the jobs parked for a slot — parked when
 	// inserted, or due for a retry while the key was busy, and not started
-	// since; owed holds the returns of holders that freed a slot for one of
-	// them, oldest first. A waiting job's start is paired with the oldest
-	// owed return: its handoff.
-	waiting  map[string]bool
+	// since — with when they began to wait; freed is the latest return of
+	// a holder while jobs waited. A freed
+	// slot promotes a parked job in the same step as the holder's outcome,
+	// so a waiting job that starts took the slot of a return while it
+	// waited: its handoff runs from the latest such return. (Pairing each
+	// start with the oldest return not yet paired would blame a slow
+	// handoff on every start after a slot went to a job not seen waiting,
+	// such as a retry come due.)
+	waiting  map[string]time.Time
 	started  map[string]int // attempts started, by job
-	owed     []time.Time
+	freed    time.Time
 	handoffs []time.Duration
-	halted   bool
 
 	parkedPeak int // sampled from the backend
 }
@@ -58,7 +62,7 @@ func newTracker() *tracker { return &tracker{keys: map[string]*keyTrack{}} }
 func (t *tracker) key(key string, limit int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.keys[key] = &keyTrack{limit: limit, waiting: map[string]bool{}, started: map[string]int{}}
+	t.keys[key] = &keyTrack{limit: limit, waiting: map[string]time.Time{}, started: map[string]int{}}
 }
 
 // start records that a handler of key began an attempt of job id, leased
@@ -69,18 +73,17 @@ func (t *tracker) start(key, id string, fence int64) (returned func()) {
 	defer t.mu.Unlock()
 	k := t.keys[key]
 	if k == nil { // a key the scenario did not plan: checked like any other
-		k = &keyTrack{limit: -1, waiting: map[string]bool{}, started: map[string]int{}}
+		k = &keyTrack{limit: -1, waiting: map[string]time.Time{}, started: map[string]int{}}
 		t.keys[key] = k
 	}
 	k.running++
 	k.starts++
 	k.maxSeen = max(k.maxSeen, k.running)
 	k.started[id]++
-	if k.waiting[id] {
+	if since, ok := k.waiting[id]; ok {
 		delete(k.waiting, id)
-		if len(k.owed) > 0 {
-			k.handoffs = append(k.handoffs, now.Sub(k.owed[0]))
-			k.owed = k.owed[1:]
+		if k.freed.After(since) {
+			k.handoffs = append(k.handoffs, now.Sub(k.freed))
 		}
 	}
 	if key == t.halt.key {
@@ -91,10 +94,11 @@ func (t *tracker) start(key, id string, fence int64) (returned func()) {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		k.running--
-		// The slot this return frees goes to a waiting job, unless every
-		// waiting job already has a freed slot coming.
-		if !k.halted && len(k.waiting) > len(k.owed) {
-			k.owed = append(k.owed, now)
+		// The slot this return frees goes to a waiting job — or, while
+		// the key is halted, to none but the job chained behind it,
+		// leased before the halt.
+		if len(k.waiting) > 0 {
+			k.freed = now
 		}
 	}
 }
@@ -105,7 +109,7 @@ func (t *tracker) parked(key, id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if k := t.keys[key]; k != nil && k.started[id] == 0 {
-		k.waiting[id] = true
+		k.waiting[id] = time.Now()
 	}
 }
 
@@ -118,7 +122,7 @@ func (t *tracker) retrying(key, id string, attempt int, backoff time.Duration) {
 		defer t.mu.Unlock()
 		k := t.keys[key]
 		if k != nil && k.started[id] == attempt && (len(k.waiting) > 0 || k.running >= k.limit) {
-			k.waiting[id] = true
+			k.waiting[id] = time.Now()
 		}
 	})
 }
@@ -145,12 +149,11 @@ func (t *tracker) runningKeys() []string {
 	return out
 }
 
-// halting marks key halted: its returns free no slot for the jobs waiting.
+// halting records that key is being halted.
 func (t *tracker) halting(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.halt.key = key
-	t.keys[key].halted = true
 }
 
 // halted records when the halt took effect and the key's fence then.
@@ -161,15 +164,17 @@ func (t *tracker) halted(fence int64, running int) {
 }
 
 // resuming records that the key is being resumed: from now its jobs may
-// start again. Returns before now are owed to nobody: the resume itself
-// promotes the waiting jobs.
+// start again. The resume itself promotes the waiting jobs: their starts
+// are handoffs only from returns after it.
 func (t *tracker) resuming(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.halt.to = time.Now()
 	k := t.keys[key]
-	k.halted = false
-	k.owed = nil
+	k.freed = time.Time{}
+	for id := range k.waiting {
+		k.waiting[id] = t.halt.to
+	}
 }
 
 // sampleParked records a key's parked count as the backend reports it.
