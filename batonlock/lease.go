@@ -96,10 +96,20 @@ func (ls *Lease) Context() context.Context { return ls.ctx }
 func (ls *Lease) Done() <-chan struct{} { return ls.ctx.Done() }
 
 // Err returns nil while the lease is trusted, else why it ended:
-// ErrReleased, ErrNotHeld or ErrLeaseExpired.
+// ErrReleased, ErrNotHeld or ErrLeaseExpired. It reads the clock: once
+// Until has passed it ends the lease, should the timer that does so be
+// late (a loaded machine), so that a holder that checks Err before a write
+// is never told a lapsed lease is trusted.
 func (ls *Lease) Err() error {
 	if ls.ctx.Err() == nil {
-		return nil
+		ls.mu.Lock()
+		if !time.Now().Before(ls.until) {
+			ls.cancel(ErrLeaseExpired)
+		}
+		ls.mu.Unlock()
+		if ls.ctx.Err() == nil {
+			return nil
+		}
 	}
 	return context.Cause(ls.ctx)
 }
