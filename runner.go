@@ -148,8 +148,9 @@ func (c *Client) Start(ctx context.Context) error {
 		go r.waker(q.Name)
 	}
 	found := r.findSchedules()
+	started := time.Now()
 	for _, p := range c.cfg.PeriodicJobs {
-		go r.schedule(p, found)
+		go r.schedule(p, found, started)
 	}
 	go r.complete()
 	go r.heartbeat()

@@ -204,11 +204,13 @@ func checkPeriodic(jobs []*PeriodicJob) error {
 
 // schedule fires one periodic job until the client stops, and keeps it
 // registered in the backend (schedule_registry.go).
-func (r *runner) schedule(p *PeriodicJob, found *foundSchedules) {
+func (r *runner) schedule(p *PeriodicJob, found *foundSchedules, started time.Time) {
 	defer r.loops.Done()
 	reg := r.newRegistration(p, found)
 	defer reg.refresh.Stop()
-	now := time.Now()
+	// The first tick after Start, not after this goroutine first ran: one
+	// due in between is this client's to fire as well.
+	now := started
 	tick := nextTick(p.Schedule, now)
 	for !tick.IsZero() {
 		if !r.waitTick(reg, found, tick) {
