@@ -1,0 +1,228 @@
+package baton_test
+
+// Tests written to kill mutants of the runner, the inserter and the
+// schedules that the other tests let survive: each pins down one
+// behaviour that nothing else checked.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
+)
+
+// The pool never runs more handlers than Config.Concurrency: a finish
+// that hands a worker on and leases its next job frees no worker for it.
+func TestHandoffKeepsConcurrency(t *testing.T) {
+	const jobs = 4
+	var running atomic.Int32
+	overlap := make(chan struct{})
+	var once sync.Once
+	c, _ := setup(t, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error {
+		defer running.Add(-1)
+		if running.Add(1) > 1 {
+			once.Do(func() { close(overlap) })
+		}
+		select { // long enough for a worker freed by mistake to fetch
+		case <-overlap:
+		case <-time.After(200 * time.Millisecond):
+		}
+		return nil
+	}), &baton.Config{Concurrency: 1})
+	for range jobs {
+		_, err := c.Insert(t.Context(), emailArgs{}, nil)
+		require.NoError(t, err)
+	}
+	start(t, c)
+	require.Eventually(t, completed(t, c, jobs), 10*time.Second, 5*time.Millisecond)
+	select {
+	case <-overlap:
+		require.Fail(t, "two handlers ran at once with Concurrency 1")
+	default:
+	}
+}
+
+// failFirstFinish fails the first JobFinish without the backend seeing it.
+type failFirstFinish struct {
+	batondriver.JobDriver
+	failed atomic.Bool
+}
+
+func (d *failFirstFinish) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	if len(p.Finished) > 0 && d.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("injected: connection reset")
+	}
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// A worker handed to the completer with an outcome whose call failed goes
+// back to the pool: the retry records the outcome without leasing, so the
+// worker must not wait for it, nor be lost.
+func TestFailedFinishGivesItsWorkerBack(t *testing.T) {
+	t.Parallel()
+	d := &failFirstFinish{JobDriver: newJobDriver(t)}
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](noop), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: w, Concurrency: 1, Logger: quiet, PollInterval: 5 * time.Second})
+	require.NoError(t, err)
+	for range 2 {
+		_, err := c.Insert(t.Context(), emailArgs{}, nil)
+		require.NoError(t, err)
+	}
+	start(t, c)
+	require.Eventually(t, completed(t, c, 2), 4*time.Second, 5*time.Millisecond,
+		"the second job never ran: the worker of the failed finish was lost")
+	require.True(t, d.failed.Load())
+}
+
+// extendLog tells of the lease IDs each renewal carries.
+type extendLog struct {
+	batondriver.JobDriver
+	calls chan []string
+}
+
+func (d *extendLog) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
+	var ids []string
+	for _, l := range p.Leases {
+		ids = append(ids, l.ID)
+	}
+	select {
+	case d.calls <- ids:
+	default:
+	}
+	return d.JobDriver.JobExtend(ctx, p)
+}
+
+// A job's lease is renewed until its outcome is recorded, and no longer:
+// the renewals of later jobs do not carry it on.
+func TestRecordedOutcomeIsNoLongerRenewed(t *testing.T) {
+	t.Parallel()
+	d := &extendLog{JobDriver: newJobDriver(t), calls: make(chan []string, 64)}
+	release := make(chan struct{})
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(_ context.Context, job *baton.Job[emailArgs]) error {
+		if job.Args.To == "long" {
+			<-release
+		}
+		return nil
+	}), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: w, LeaseTTL: 300 * time.Millisecond, Logger: quiet, PollInterval: 5 * time.Second})
+	require.NoError(t, err)
+	start(t, c)
+	first, err := c.Insert(t.Context(), emailArgs{To: "quick"}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, completed(t, c, 1), 5*time.Second, 5*time.Millisecond)
+	long, err := c.Insert(t.Context(), emailArgs{To: "long"}, nil)
+	require.NoError(t, err)
+	var last []string
+	for seen := 0; seen < 3; {
+		ids := <-d.calls
+		if slices.Contains(ids, long.Job.ID) {
+			seen++
+			last = ids
+		}
+	}
+	close(release)
+	require.NotContains(t, last, first.Job.ID, "a job recorded long ago still has its lease renewed")
+	require.Eventually(t, completed(t, c, 2), 5*time.Second, 5*time.Millisecond)
+}
+
+// stuck is a buggy schedule whose next tick is the time it is given.
+type stuck struct{}
+
+func (stuck) Next(t time.Time) time.Time { return t }
+
+// A schedule whose next tick is not after the time given fires no more
+// (nextTick): it neither fires the same tick over and over nor holds up
+// Stop.
+func TestScheduleThatDoesNotMoveOn(t *testing.T) {
+	var fired atomic.Int32
+	c, _ := setup(t, baton.WorkFunc[emailArgs](noop), &baton.Config{
+		PeriodicJobs: []*baton.PeriodicJob{{
+			Name: "stuck", Schedule: stuck{},
+			Job: func(time.Time) (baton.JobArgs, *baton.InsertOpts) {
+				fired.Add(1)
+				return emailArgs{}, nil
+			},
+		}},
+	})
+	require.NoError(t, c.Start(context.Background()))
+	select {
+	case err := <-stopAsync(c, 5*time.Second):
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		require.Fail(t, "Stop hangs: the schedule spins on a tick that does not move on")
+	}
+	require.Zero(t, fired.Load())
+}
+
+// At Start, a schedule registered in several queues (its jobs moved) is
+// renewed where a client last saw it, not in the queue it left.
+func TestScheduleRenewedWhereLastSeen(t *testing.T) {
+	nightly, err := baton.Cron("0 3 * * *")
+	require.NoError(t, err)
+	c, d := setup(t, baton.WorkFunc[emailArgs](noop), &baton.Config{
+		PeriodicJobs: []*baton.PeriodicJob{{
+			Name: "nightly", Schedule: nightly,
+			Job: func(time.Time) (baton.JobArgs, *baton.InsertOpts) {
+				return emailArgs{}, &baton.InsertOpts{Queue: "new"}
+			},
+		}},
+	})
+	ctx := t.Context()
+	register := func(queue string) {
+		require.NoError(t, d.QueueScheduleRegister(ctx, &batondriver.QueueScheduleParams{
+			Queue: queue, Name: "nightly", Spec: "0 4 * * *", Kind: "email", TTL: time.Hour,
+		}))
+		_, err := c.Insert(ctx, emailArgs{}, &baton.InsertOpts{Queue: queue}) // ScheduleList lists the queues with jobs
+		require.NoError(t, err)
+	}
+	register("old")
+	seen := func() map[string]*baton.ScheduleInfo {
+		list, err := c.ScheduleList(ctx)
+		require.NoError(t, err)
+		m := map[string]*baton.ScheduleInfo{}
+		for _, s := range list {
+			m[s.Queue] = s
+		}
+		return m
+	}
+	// Registered in "new" later than in "old", by the backend's clock.
+	require.Eventually(t, func() bool {
+		register("new")
+		m := seen()
+		return len(m) == 2 && m["new"].SeenAt.After(m["old"].SeenAt)
+	}, 5*time.Second, 2*time.Millisecond)
+
+	start(t, c)
+	require.Eventually(t, func() bool { return seen()["new"].Spec == "0 3 * * *" }, 5*time.Second, 10*time.Millisecond,
+		"the client did not renew the registration last seen")
+	require.Equal(t, "0 4 * * *", seen()["old"].Spec, "the client renewed the registration it had left")
+}
+
+// Rejections are wrapped with the job's index only when several jobs were
+// inserted, and a priority of MaxPriority is in range.
+func TestInsertEdges(t *testing.T) {
+	c, _ := setup(t, baton.WorkFunc[emailArgs](noop), nil)
+	ctx := t.Context()
+	_, err := c.Insert(ctx, emailArgs{To: "top"}, &baton.InsertOpts{Priority: batondriver.MaxPriority})
+	require.NoError(t, err, "MaxPriority is in range")
+
+	opts := &baton.InsertOpts{Unique: &baton.UniqueOpts{OnConflict: baton.UniqueReject}}
+	_, err = c.Insert(ctx, emailArgs{To: "once"}, opts)
+	require.NoError(t, err)
+	_, err = c.Insert(ctx, emailArgs{To: "once"}, opts)
+	require.ErrorIs(t, err, baton.ErrDuplicate)
+	require.NotContains(t, err.Error(), "insert #", "a single insert's rejection names no index")
+	_, err = c.InsertMany(ctx, []*baton.InsertManyParams{{Args: emailArgs{To: "other"}, Opts: opts}, {Args: emailArgs{To: "once"}, Opts: opts}})
+	require.ErrorIs(t, err, baton.ErrDuplicate)
+	require.Contains(t, err.Error(), "insert #1: ")
+}
