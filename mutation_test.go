@@ -226,3 +226,143 @@ func TestInsertEdges(t *testing.T) {
 	require.ErrorIs(t, err, baton.ErrDuplicate)
 	require.Contains(t, err.Error(), "insert #1: ")
 }
+
+// fetchLog tells of each fetch once it has returned, and counts the
+// outcomes that unchain a job.
+type fetchLog struct {
+	batondriver.JobDriver
+	mu        sync.Mutex
+	fetched   map[string]int // returned fetches by queue
+	chain     []bool         // each fetch's Chain
+	unchained atomic.Int64
+}
+
+func (d *fetchLog) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	res, err := d.JobDriver.JobFetch(ctx, p)
+	d.mu.Lock()
+	d.fetched[p.Queue]++
+	d.chain = append(d.chain, p.Chain)
+	d.mu.Unlock()
+	return res, err
+}
+
+func (d *fetchLog) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	for _, f := range p.Finished {
+		if f.Unchain {
+			d.unchained.Add(1)
+		}
+	}
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// fetchedBoth reports whether a fetch of each of the two queues has
+// returned.
+func (d *fetchLog) fetchedBoth() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fetched["default"] > 0 && d.fetched["other"] > 0
+}
+
+// A client working two queues runs a job chained behind one that returns
+// while other workers are free and no fetch is in flight: it unchains it
+// only when no other worker is free (but those a fetch in flight asks
+// jobs for), and a fetch that has returned asks for none.
+func TestTwoQueuesRunChainedJobWhileWorkersFree(t *testing.T) {
+	t.Parallel()
+	d := &fetchLog{JobDriver: newJobDriver(t), fetched: map[string]int{}}
+	gate, started := make(chan struct{}), make(chan struct{})
+	var done atomic.Int32
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+		if job.Args.N == 0 {
+			close(started)
+			<-gate
+		}
+		done.Add(1)
+		return nil
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 3, Logger: quiet,
+		Queues: []baton.QueueConfig{{Name: "default"}, {Name: "other"}}, PollInterval: 5 * time.Second})
+	require.NoError(t, err)
+	insertBacklog(t, c, "a", 2)
+	start(t, c)
+	<-started
+	require.Eventually(t, d.fetchedBoth, 5*time.Second, time.Millisecond)
+	close(gate)
+	require.Eventually(t, func() bool { return done.Load() == 2 }, 10*time.Second, time.Millisecond)
+	require.Zero(t, d.unchained.Load(), "the chained job was unchained though two workers were free")
+}
+
+// A client working two queues with one worker asks for no chained job: it
+// would go back unrun, the only worker being needed for the other queue.
+func TestOneWorkerOfTwoQueuesAsksNoChain(t *testing.T) {
+	t.Parallel()
+	d := &fetchLog{JobDriver: newJobDriver(t), fetched: map[string]int{}}
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](noop), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 1, Logger: quiet,
+		Queues: []baton.QueueConfig{{Name: "default"}, {Name: "other"}}, PollInterval: 5 * time.Second})
+	require.NoError(t, err)
+	start(t, c)
+	require.Eventually(t, d.fetchedBoth, 5*time.Second, time.Millisecond)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	require.NotContains(t, d.chain, true, "a fetch asked for chained jobs with no other worker to spare")
+}
+
+// Delay wins over RunAt when both are set (InsertOpts): the job is due
+// after the delay, and the backend, which refuses both, gets the delay
+// only.
+func TestInsertDelayWinsOverRunAt(t *testing.T) {
+	c, _ := setup(t, baton.WorkFunc[emailArgs](noop), nil)
+	res, err := c.Insert(t.Context(), emailArgs{}, &baton.InsertOpts{RunAt: time.Now().Add(time.Hour), Delay: time.Minute})
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(time.Minute), res.Job.RunAt, 10*time.Second)
+}
+
+// stalledTick holds the first periodic insert until its context ends, and,
+// as a network client does, fails any insert whose context has ended.
+type stalledTick struct {
+	batondriver.JobDriver
+	stalled atomic.Pointer[time.Time] // the tick held
+}
+
+func (d *stalledTick) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+	if p.Once != nil && d.stalled.CompareAndSwap(nil, &p.Once.Tick) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return d.JobDriver.JobInsert(ctx, p)
+}
+
+// A tick whose insert cannot be made before the next tick is given up:
+// the schedule goes on with the ticks after it.
+func TestStalledTickIsGivenUp(t *testing.T) {
+	t.Parallel()
+	d := &stalledTick{JobDriver: newJobDriver(t)}
+	every, err := baton.Every(50 * time.Millisecond)
+	require.NoError(t, err)
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](noop), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: w, Logger: quiet, PollInterval: 5 * time.Second,
+		PeriodicJobs: []*baton.PeriodicJob{{
+			Name: "tick", Schedule: every,
+			Job: func(tick time.Time) (baton.JobArgs, *baton.InsertOpts) {
+				return emailArgs{To: tick.Format(time.RFC3339Nano)}, nil
+			},
+		}},
+	})
+	require.NoError(t, err)
+	start(t, c)
+	require.Eventually(t, func() bool {
+		list, err := c.ScheduleList(t.Context())
+		require.NoError(t, err)
+		return len(list) == 1 && !list[0].LastTick.IsZero()
+	}, 5*time.Second, 10*time.Millisecond, "no tick fired after the stalled one")
+	list, err := c.ScheduleList(t.Context())
+	require.NoError(t, err)
+	require.True(t, list[0].LastTick.After(*d.stalled.Load()))
+}
