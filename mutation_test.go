@@ -366,3 +366,63 @@ func TestStalledTickIsGivenUp(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, list[0].LastTick.After(*d.stalled.Load()))
 }
+
+// heldFetch holds a fetch of queue other, once armed, until release is
+// closed, telling of it on holding.
+type heldFetch struct {
+	*fetchLog
+	armed   atomic.Bool
+	holding chan struct{}
+	release chan struct{}
+}
+
+func (d *heldFetch) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	if p.Queue == "other" && d.armed.CompareAndSwap(true, false) {
+		close(d.holding)
+		<-d.release
+	}
+	return d.fetchLog.JobFetch(ctx, p)
+}
+
+// A client working two queues unchains a job chained behind one that
+// returns when its only free worker is spoken for by a fetch in flight:
+// that fetch may bring a job of the other queue for it.
+func TestChainYieldsToAFetchInFlight(t *testing.T) {
+	t.Parallel()
+	d := &heldFetch{fetchLog: &fetchLog{JobDriver: newJobDriver(t), fetched: map[string]int{}},
+		holding: make(chan struct{}), release: make(chan struct{})}
+	gate, started := make(chan struct{}), make(chan struct{})
+	var done atomic.Int32
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+		if job.Args.N == 0 {
+			close(started)
+			<-gate
+		}
+		done.Add(1)
+		return nil
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error {
+		done.Add(1)
+		return nil
+	}), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, Logger: quiet,
+		Queues: []baton.QueueConfig{{Name: "default"}, {Name: "other"}}, PollInterval: 5 * time.Second})
+	require.NoError(t, err)
+	insertBacklog(t, c, "a", 2)
+	start(t, c)
+	<-started
+	require.Eventually(t, d.fetchedBoth, 5*time.Second, time.Millisecond)
+	var once sync.Once
+	free := func() { once.Do(func() { close(d.release) }) }
+	t.Cleanup(free) // before Stop, should the test fail
+	d.armed.Store(true)
+	_, err = c.Insert(t.Context(), emailArgs{}, &baton.InsertOpts{Queue: "other"}) // wakes a round
+	require.NoError(t, err)
+	<-d.holding // the other worker is spoken for
+	close(gate)
+	require.Eventually(t, func() bool { return d.unchained.Load() == 1 }, 5*time.Second, time.Millisecond,
+		"the chained job ran on the worker a fetch in flight asks a job for")
+	free()
+	require.Eventually(t, func() bool { return done.Load() == 3 }, 10*time.Second, time.Millisecond)
+}
