@@ -426,3 +426,24 @@ func TestChainYieldsToAFetchInFlight(t *testing.T) {
 	free()
 	require.Eventually(t, func() bool { return done.Load() == 3 }, 10*time.Second, time.Millisecond)
 }
+
+// A chain several leases long keeps its lease without unchaining: the
+// heartbeat renews the lease of a chained job that has returned and waits
+// for the outcome of the job ahead, the lease the job chained behind it
+// starts under; left to run out, that job would go back instead of run.
+func TestChainKeepsItsLeaseWhileItsJobsWait(t *testing.T) {
+	t.Parallel()
+	const leaseTTL = 300 * time.Millisecond
+	d := &countingDriver{JobDriver: &slowFinishes{JobDriver: newJobDriver(t), delay: 40 * time.Millisecond}}
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error { return nil }),
+		&baton.WorkerOpts{Concurrency: byCustomer(1)})
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, LeaseTTL: leaseTTL,
+		PollInterval: 50 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	const n = 30 // some 40ms each: four leases
+	insertBacklog(t, c, "a", n)
+	start(t, c)
+	require.Eventually(t, completed(t, c, n), 10*time.Second, 5*time.Millisecond)
+	require.Zero(t, d.unchained.Load(), "jobs were unchained: the chain's lease ran out")
+}
