@@ -447,3 +447,77 @@ func TestChainKeepsItsLeaseWhileItsJobsWait(t *testing.T) {
 	require.Eventually(t, completed(t, c, n), 10*time.Second, 5*time.Millisecond)
 	require.Zero(t, d.unchained.Load(), "jobs were unchained: the chain's lease ran out")
 }
+
+// lapsingChain renews no lease, and holds the reply of the finish of job
+// ahead (after the backend has run it) until the chain's lease is over by
+// the worker's reckoning, though within the call's deadline.
+type lapsingChain struct {
+	batondriver.JobDriver
+	leaseTTL  time.Duration
+	ahead     string
+	fetched   atomic.Pointer[time.Time] // when the fetch that leased it was sent
+	held      atomic.Bool
+	unchained atomic.Int64
+}
+
+func (d *lapsingChain) JobExtend(context.Context, *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
+	return nil, errors.New("injected: renewals fail")
+}
+
+func (d *lapsingChain) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	sent := time.Now()
+	res, err := d.JobDriver.JobFetch(ctx, p)
+	if err == nil && len(res.Jobs) > 0 {
+		d.fetched.CompareAndSwap(nil, &sent)
+	}
+	return res, err
+}
+
+func (d *lapsingChain) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	hold := false
+	for _, f := range p.Finished {
+		if f.Unchain {
+			d.unchained.Add(1)
+		}
+		hold = hold || f.ID == d.ahead && d.held.CompareAndSwap(false, true)
+	}
+	res, err := d.JobDriver.JobFinish(ctx, p)
+	if hold {
+		over := d.fetched.Load().Add(d.leaseTTL) // the chain's lease is over by then
+		deadline, _ := ctx.Deadline()
+		time.Sleep(time.Until(over.Add(deadline.Sub(over) / 2)))
+	}
+	return res, err
+}
+
+// A job chained behind one whose lease is over by the worker's reckoning
+// (its renewals failed while it waited for the outcome of the job ahead)
+// does not run under that lease: the outcome unchains it.
+func TestChainedJobDoesNotStartUnderALapsedLease(t *testing.T) {
+	t.Parallel()
+	const leaseTTL = time.Second
+	d := &lapsingChain{JobDriver: newJobDriver(t), leaseTTL: leaseTTL}
+	var lost atomic.Bool
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		switch job.Args.N {
+		case 0:
+			time.Sleep(leaseTTL / 2) // its finish goes out half a lease in
+		case 2:
+			select {
+			case <-ctx.Done():
+				lost.Store(errors.Is(context.Cause(ctx), baton.ErrLeaseLost))
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		return nil
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, LeaseTTL: leaseTTL,
+		PollInterval: 5 * time.Second, Logger: quiet})
+	require.NoError(t, err)
+	d.ahead = insertBacklog(t, c, "a", 3)[0]
+	start(t, c)
+	require.Eventually(t, func() bool { return d.unchained.Load() > 0 || lost.Load() }, 10*time.Second, time.Millisecond)
+	require.False(t, lost.Load(), "a chained job ran under a lease that was over")
+	require.EqualValues(t, 1, d.unchained.Load())
+}
