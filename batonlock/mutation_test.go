@@ -222,3 +222,31 @@ func TestFailedHeartbeatRetriesSooner(t *testing.T) {
 	require.NoError(t, lease.Err())
 	require.NoError(t, lease.Release(ctx))
 }
+
+// TestOnWaitOnlyWhenWaiting: Acquire calls OnWait only when the caller has
+// to wait, once, with its place in the queue.
+func TestOnWaitOnlyWhenWaiting(t *testing.T) {
+	t.Parallel()
+	l := newLocker(t, batonmem.New(), nil)
+	ctx := context.Background()
+	var waits []int
+	opts := &batonlock.AcquireOpts{OnWait: func(pos int) { waits = append(waits, pos) }}
+	holder, err := l.Acquire(ctx, "onwait", opts)
+	require.NoError(t, err)
+	require.Empty(t, waits, "OnWait was called for a slot granted at once")
+	got := make(chan *batonlock.Lease)
+	queued := make(chan struct{})
+	go func() {
+		lease, err := l.Acquire(ctx, "onwait", &batonlock.AcquireOpts{OnWait: func(pos int) {
+			waits = append(waits, pos)
+			close(queued)
+		}})
+		require.NoError(t, err)
+		got <- lease
+	}()
+	<-queued
+	require.NoError(t, holder.Release(ctx))
+	lease := <-got
+	require.Equal(t, []int{1}, waits)
+	require.NoError(t, lease.Release(ctx))
+}
