@@ -234,16 +234,32 @@ type fetchLog struct {
 	mu        sync.Mutex
 	fetched   map[string]int // returned fetches by queue
 	chain     []bool         // each fetch's Chain
+	out       int            // fetches in flight
+	last      time.Time      // when the last fetch returned
 	unchained atomic.Int64
 }
 
 func (d *fetchLog) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	d.mu.Lock()
+	d.out++
+	d.mu.Unlock()
 	res, err := d.JobDriver.JobFetch(ctx, p)
 	d.mu.Lock()
+	d.out--
+	d.last = time.Now()
 	d.fetched[p.Queue]++
 	d.chain = append(d.chain, p.Chain)
 	d.mu.Unlock()
 	return res, err
+}
+
+// settled reports whether a fetch of each of the two queues has returned
+// and none has been made for a while: the dispatcher waits (for a wake-up
+// or its poll), so that no fetch is in flight when a job returns.
+func (d *fetchLog) settled() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fetched["default"] > 0 && d.fetched["other"] > 0 && d.out == 0 && time.Since(d.last) > 100*time.Millisecond
 }
 
 func (d *fetchLog) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
@@ -287,7 +303,7 @@ func TestTwoQueuesRunChainedJobWhileWorkersFree(t *testing.T) {
 	insertBacklog(t, c, "a", 2)
 	start(t, c)
 	<-started
-	require.Eventually(t, d.fetchedBoth, 5*time.Second, time.Millisecond)
+	require.Eventually(t, d.settled, 5*time.Second, time.Millisecond)
 	close(gate)
 	require.Eventually(t, func() bool { return done.Load() == 2 }, 10*time.Second, time.Millisecond)
 	require.Zero(t, d.unchained.Load(), "the chained job was unchained though two workers were free")
