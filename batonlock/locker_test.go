@@ -182,9 +182,12 @@ func TestUnconfirmedLeaseExpiresBeforeTTL(t *testing.T) {
 	start := time.Now()
 	lease, err := l.TryAcquire(ctx, "unconfirmed", &batonlock.AcquireOpts{TTL: 300 * time.Millisecond})
 	require.NoError(t, err)
+	// The lease gives itself up before the TTL can run out (when its timer
+	// fires is the machine's: a loaded one runs it late, and Err reads the
+	// clock for that).
+	require.Less(t, lease.Until().Sub(start), 300*time.Millisecond, "the lease is trusted until the TTL runs out")
 	<-lease.Done()
 	require.ErrorIs(t, lease.Err(), batonlock.ErrLeaseExpired)
-	require.Less(t, time.Since(start), 300*time.Millisecond, "the context must end before the TTL can run out")
 	require.NoError(t, lease.Release(ctx))
 }
 
