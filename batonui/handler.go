@@ -79,6 +79,20 @@ func (h *handler) routes() http.Handler {
 	mux.HandleFunc("POST /queues/{queue}/keys/reset", h.queueName(h.resetLimit))
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// A page or an action asked for with the other method: 405, as
+		// the mux would answer without this catch-all.
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			if m == r.Method || m == http.MethodGet && r.Method == http.MethodHead {
+				continue
+			}
+			other := r.Clone(r.Context())
+			other.Method = m
+			if _, pattern := mux.Handler(other); pattern != "/" {
+				w.Header().Set("Allow", m)
+				h.fail(w, r, http.StatusMethodNotAllowed, "This address takes "+m+" requests only.")
+				return
+			}
+		}
 		h.fail(w, r, http.StatusNotFound, "No such page.")
 	})
 

@@ -60,3 +60,33 @@ func TestPagesShowTheQueuesRead(t *testing.T) {
 		}
 	}
 }
+
+// TestWrongMethodIs405: an action asked for with GET, or a page with POST,
+// is answered 405 with the method it takes, not "no such page".
+func TestWrongMethodIs405(t *testing.T) {
+	t.Parallel()
+	client, err := baton.NewClient(batonmem.New(), &baton.Config{Logger: quiet})
+	require.NoError(t, err)
+	h, err := batonui.New(client, &batonui.Config{NoAuth: true, Writable: true, Logger: quiet})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	for _, c := range []struct{ method, path, allow string }{
+		{http.MethodGet, "/queues/q/pause", http.MethodPost},
+		{http.MethodGet, "/queues/q/jobs/X/retry", http.MethodPost},
+		{http.MethodPost, "/dead", http.MethodGet},
+	} {
+		req, err := http.NewRequest(c.method, srv.URL+c.path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "%s %s", c.method, c.path)
+		require.Equal(t, c.allow, resp.Header.Get("Allow"), "%s %s", c.method, c.path)
+	}
+	resp, err := srv.Client().Get(srv.URL + "/nosuch")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
