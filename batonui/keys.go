@@ -2,6 +2,7 @@ package batonui
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -117,7 +118,8 @@ func (h *handler) keys(w http.ResponseWriter, r *http.Request) {
 }
 
 type keyData struct {
-	Key *baton.KeyInfo
+	Key  *baton.KeyInfo
+	Idle bool // the key keeps no state: shown only to set its limit
 }
 
 // key serves one key's page: its limit, counts and holders.
@@ -129,6 +131,13 @@ func (h *handler) key(w http.ResponseWriter, r *http.Request) {
 	}
 	h.sampleIfDue(r.Context())
 	info, err := h.client.KeyGet(r.Context(), queue, key)
+	if errors.Is(err, baton.ErrKeyNotFound) && h.cfg.Writable {
+		// Not found, but a limit may be stored for it ahead of its jobs
+		// (a key halted before it is used): the page offers the forms.
+		idle := &baton.KeyInfo{Queue: queue, Key: key, Limit: -1}
+		h.render(w, r, http.StatusNotFound, "key", &view{Title: "Key " + truncate(key, 60), Nav: "overview", Data: &keyData{Key: idle, Idle: true}})
+		return
+	}
 	if err != nil {
 		h.backendError(w, r, err)
 		return

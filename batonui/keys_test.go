@@ -3,6 +3,7 @@ package batonui_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -289,4 +290,28 @@ func TestIdleKeyPage(t *testing.T) {
 	page := e.get(keyPath("q", "customer:42", ""), http.StatusNotFound)
 	require.NotContains(t, page, "ever admitted")
 	require.Contains(t, page, "idle")
+}
+
+// TestIdleKeyCanBeHaltedAhead: on a writable dashboard, the page of an
+// idle key (no state, so not found) offers the limit forms, so that a key
+// can be halted or limited before any job of it arrives, as the CLI's
+// `limit set --new-key` can.
+func TestIdleKeyCanBeHaltedAhead(t *testing.T) {
+	e := setup(t, &batonui.Config{NoAuth: true, Writable: true})
+	page := e.get(keyPath("q", "customer:new", ""), http.StatusNotFound)
+	require.Contains(t, page, `action="`+html.EscapeString(e.base+keyPath("q", "customer:new", "limit"))+`"`)
+	require.Contains(t, page, "a limit set here is stored before any job of it arrives")
+	resp := e.post(keyPath("q", "customer:new", "limit"), url.Values{"limit": {"0"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	info := e.keyInfo("q", "customer:new")
+	require.Zero(t, info.Limit)
+	require.True(t, info.Override)
+	require.Contains(t, e.get(keyPath("q", "customer:new", ""), http.StatusOK), "halted")
+}
+
+// TestIdleKeyReadOnly: read-only, an idle key's page is a plain not-found
+// page, with no forms.
+func TestIdleKeyReadOnly(t *testing.T) {
+	e := setup(t, nil)
+	require.NotContains(t, e.get(keyPath("q", "customer:new", ""), http.StatusNotFound), "Set limit")
 }
