@@ -434,6 +434,14 @@ func testLocks(t *testing.T, bin string) {
 	require.Regexp(t, `Holders:\s+1`, r.stdout)
 	require.NotContains(t, r.stdout, lease.Token(), "tables show a token's start only")
 
+	// A key with a tab and a newline is quoted, so that the table holds.
+	odd, err := locker.TryAcquire(ctx, "odd\tkey\nhere", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = odd.Release(ctx) })
+	r = f.run("locks", "show", "odd\tkey\nhere")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `Key:\s+"odd\\tkey\\nhere"\n`, r.stdout)
+
 	r = f.run("locks", "show", "never:used")
 	require.Equal(t, exitNotFound, r.code)
 	require.Contains(t, r.stderr, `lock key "never:used" not found`)

@@ -96,7 +96,7 @@ func lockTable(w io.Writer, info *batonlock.Info) {
 			limit = "0 (set with SetLimit: the key is halted)"
 		}
 	}
-	row(w, "Key:", info.Key)
+	row(w, "Key:", keyText(info.Key))
 	row(w, "Limit:", limit)
 	row(w, "Last fence:", info.LastFence)
 	row(w, "Holders:", len(info.Holders))
