@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/batonhq/baton/batondriver"
 )
 
 // Limits on what a caller may ask for.
@@ -98,13 +100,13 @@ func (l *Locker) resolve(key string, o *AcquireOpts) (resolved, error) {
 		r.limit = 1
 	}
 	if r.limit < 0 || r.limit > MaxLimit {
-		return r, fmt.Errorf("batonlock: key %q: Limit %d out of range 1..%d", key, o.Limit, MaxLimit)
+		return r, fmt.Errorf("batonlock: key %q: %w: Limit %d out of range 1..%d", key, batondriver.ErrBadParams, o.Limit, MaxLimit)
 	}
 	if r.ttl == 0 {
 		r.ttl = l.ttl
 	}
 	if r.ttl < MinTTL {
-		return r, fmt.Errorf("batonlock: key %q: TTL %v shorter than %v", key, o.TTL, MinTTL)
+		return r, fmt.Errorf("batonlock: key %q: %w: TTL %v shorter than %v", key, batondriver.ErrBadParams, o.TTL, MinTTL)
 	}
 	if !o.NoHeartbeat {
 		r.heartbeat = o.HeartbeatInterval
@@ -112,7 +114,7 @@ func (l *Locker) resolve(key string, o *AcquireOpts) (resolved, error) {
 			r.heartbeat = r.ttl / 3
 		}
 		if r.heartbeat < 0 || r.heartbeat >= r.ttl-margin(r.ttl) {
-			return r, fmt.Errorf("batonlock: key %q: HeartbeatInterval %v must be positive and shorter than TTL %v", key, o.HeartbeatInterval, r.ttl)
+			return r, fmt.Errorf("batonlock: key %q: %w: HeartbeatInterval %v must be positive and shorter than TTL %v", key, batondriver.ErrBadParams, o.HeartbeatInterval, r.ttl)
 		}
 	}
 	return r, nil
@@ -120,10 +122,10 @@ func (l *Locker) resolve(key string, o *AcquireOpts) (resolved, error) {
 
 func checkKey(key string) error {
 	if key == "" {
-		return fmt.Errorf("batonlock: empty key")
+		return fmt.Errorf("batonlock: %w: empty key", batondriver.ErrBadParams)
 	}
 	if len(key) > MaxKeyLen {
-		return fmt.Errorf("batonlock: key of %d bytes longer than %d", len(key), MaxKeyLen)
+		return fmt.Errorf("batonlock: %w: key of %d bytes longer than %d", batondriver.ErrBadParams, len(key), MaxKeyLen)
 	}
 	return nil
 }

@@ -131,7 +131,7 @@ func (ls *Lease) expire() {
 // if its context is already cancelled.
 func (ls *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < MinTTL {
-		return fmt.Errorf("batonlock: extend %q: TTL %v shorter than %v", ls.key, ttl, MinTTL)
+		return fmt.Errorf("batonlock: extend %q: %w: TTL %v shorter than %v", ls.key, batondriver.ErrBadParams, ttl, MinTTL)
 	}
 	if err := ls.Err(); err != nil {
 		return err

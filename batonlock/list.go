@@ -35,7 +35,7 @@ func (l *Locker) List(ctx context.Context, opts *ListOpts) (keys []*Info, total 
 		opts = &ListOpts{}
 	}
 	if opts.Limit < 0 || opts.Limit > 1000 || opts.Offset < 0 {
-		return nil, 0, fmt.Errorf("batonlock: list: Limit %d out of range 0..1000 or Offset %d negative", opts.Limit, opts.Offset)
+		return nil, 0, fmt.Errorf("batonlock: list: %w: Limit %d out of range 0..1000 or Offset %d negative", batondriver.ErrBadParams, opts.Limit, opts.Offset)
 	}
 	limit := opts.Limit
 	if limit == 0 {

@@ -243,7 +243,7 @@ func (l *Locker) SetLimit(ctx context.Context, key string, n int) error {
 		return err
 	}
 	if n < 0 || n > MaxLimit {
-		return fmt.Errorf("batonlock: key %q: limit %d out of range 0..%d", key, n, MaxLimit)
+		return fmt.Errorf("batonlock: key %q: %w: limit %d out of range 0..%d", key, batondriver.ErrBadParams, n, MaxLimit)
 	}
 	if _, err := l.driver.LockSetLimit(ctx, &batondriver.LockSetLimitParams{Key: key, Limit: n}); err != nil {
 		return fmt.Errorf("batonlock: set limit of %q: %w", key, err)

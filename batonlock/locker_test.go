@@ -513,3 +513,34 @@ func TestAcquireIgnoresStaleGrantNotice(t *testing.T) {
 	require.Greater(t, wr.lease.Fence(), xr.lease.Fence())
 	require.NoError(t, wr.lease.Release(ctx))
 }
+
+// TestBadInputIsBadParams: every call refuses bad input with an error
+// wrapping batondriver.ErrBadParams, so that a caller (the CLI, the
+// dashboard) tells it from a backend failure.
+func TestBadInputIsBadParams(t *testing.T) {
+	t.Parallel()
+	l := newLocker(t, batonmem.New(), nil)
+	ctx := context.Background()
+	lease, err := l.TryAcquire(ctx, "ok", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lease.Release(ctx) })
+	for name, call := range map[string]func() error{
+		"empty key": func() error { _, err := l.TryAcquire(ctx, "", nil); return err },
+		"long key":  func() error { _, err := l.Inspect(ctx, strings.Repeat("k", batonlock.MaxKeyLen+1)); return err },
+		"limit":     func() error { _, err := l.TryAcquire(ctx, "k", &batonlock.AcquireOpts{Limit: -1}); return err },
+		"TTL": func() error {
+			_, err := l.TryAcquire(ctx, "k", &batonlock.AcquireOpts{TTL: time.Microsecond})
+			return err
+		},
+		"heartbeat": func() error {
+			_, err := l.TryAcquire(ctx, "k", &batonlock.AcquireOpts{HeartbeatInterval: time.Hour})
+			return err
+		},
+		"extend TTL":   func() error { return lease.Extend(ctx, time.Microsecond) },
+		"list":         func() error { _, _, err := l.List(ctx, &batonlock.ListOpts{Offset: -1}); return err },
+		"SetLimit":     func() error { return l.SetLimit(ctx, "k", -1) },
+		"SetLimit key": func() error { return l.SetLimit(ctx, "", 1) },
+	} {
+		require.ErrorIs(t, call(), batondriver.ErrBadParams, name)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
 )
 
 // sampleIfDue adds a sample to the throughput history when one is due.
@@ -442,7 +443,8 @@ func (h *handler) inspect(ctx context.Context, key string) *lockView {
 	v := &lockView{Key: key}
 	info, err := h.cfg.Locker.Inspect(ctx, key)
 	if err != nil {
-		if !errors.Is(err, context.Canceled) {
+		// A key the user typed that no key can be is shown, not logged.
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, batondriver.ErrBadParams) {
 			h.cfg.Logger.Error("batonui: inspect lock", "err", err)
 		}
 		v.Err = err.Error()
