@@ -30,4 +30,8 @@
 // whose replica had not yet received the grant. Pass Lease.Fence to the
 // systems you write to so they can refuse late writers. docs/locking.md
 // explains both limits and what Baton does about them.
+//
+// Bad input to a call (an empty or too long key, a limit, TTL or page out
+// of range) is an error wrapping batondriver.ErrBadParams, which says what
+// is wrong; other errors are the backend's.
 package batonlock
