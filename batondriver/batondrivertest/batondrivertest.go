@@ -37,6 +37,7 @@ func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 	t.Run("Unique", func(t *testing.T) { exerciseUnique(t, newDriver) })
 	t.Run("Schedule", func(t *testing.T) { exerciseSchedules(t, newDriver) })
 	t.Run("EndedContext", func(t *testing.T) { exerciseEndedContexts(t, newDriver) })
+	t.Run("Mutant", func(t *testing.T) { exerciseMutants(t, newDriver) })
 }
 
 // uniqueKey returns a key no other test uses, with odd bytes in it, so that

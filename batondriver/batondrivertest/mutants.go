@@ -1,0 +1,208 @@
+package batondrivertest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// requireKeyOrder asserts that KeyList lists exactly the keys want, in that
+// order, and that the order is the documented one for the counts it
+// reports: most parked first, then by key. A backend that keeps the order
+// in an index of its own (Redis's KI, scored by the parked count) must
+// keep that index in step with every transition that parks or unparks.
+func (f *jobFixture) requireKeyOrder(want ...string) {
+	f.t.Helper()
+	res := f.keyList(1000, 0)
+	got := []string{}
+	for _, info := range res.Keys {
+		got = append(got, info.Key)
+	}
+	require.Equal(f.t, want, got, "KeyList's order")
+	require.True(f.t, slices.IsSortedFunc(res.Keys, func(a, b *batondriver.KeyInfo) int {
+		if a.Parked != b.Parked {
+			return b.Parked - a.Parked
+		}
+		return strings.Compare(a.Key, b.Key)
+	}), "KeyList most parked first, then by key")
+}
+
+// drainWakes takes every wake token the queue holds: it waits until a
+// JobWait times out.
+func (f *jobFixture) drainWakes() {
+	f.t.Helper()
+	const timeout = 50 * time.Millisecond
+	for range 100 {
+		w := f.waitResult(f.wait(f.ctx, timeout))
+		require.NoError(f.t, w.err)
+		if w.took >= timeout-10*time.Millisecond {
+			return
+		}
+	}
+	f.t.Fatal("wake tokens without end")
+}
+
+// requireWakes asserts that do, which makes a job available, wakes a
+// fetcher waiting on the queue, which holds no wake token before it.
+func (f *jobFixture) requireWakes(what string, do func()) {
+	f.t.Helper()
+	f.drainWakes()
+	ch := f.wait(f.ctx, 5*time.Second)
+	time.Sleep(50 * time.Millisecond) // let it wait
+	do()
+	w := f.waitResult(ch)
+	require.NoError(f.t, w.err)
+	require.Less(f.t, w.took, 2500*time.Millisecond, "%s woke no fetcher", what)
+}
+
+// exerciseMutants holds tests written to kill mutants of a backend's
+// transitions (the Redis scripts) that the rest of the suite let live:
+// each checks behaviour the other tests leave open.
+func exerciseMutants(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+	// Chaining a key's parked job takes it off the parked count, and giving
+	// it back puts it on again: KeyList's order follows both.
+	t.Run("KeyListOrderFollowsChains", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		ka, kb := key("a"), key("b")
+		js := f.insertRes(keyJob(kb, 1), keyJob(kb, 1), keyJob(kb, 1), keyJob(ka, 1), keyJob(ka, 1), keyJob(ka, 1)).Jobs
+		f.requireKeyOrder(ka, kb) // two parked each: by name
+		// b's holder leased with a's left available: nothing chained.
+		require.Equal(t, []string{js[0].ID}, ids(f.fetchChain(1, time.Minute).Jobs))
+		f.requireKeyOrder(ka, kb)
+		// a's holder leased, nothing left available: a's next chained.
+		got := f.fetchChain(1, time.Minute).Jobs
+		require.Equal(t, []string{js[3].ID, js[4].ID}, ids(got))
+		f.requireKey(ka, []string{js[3].ID}, 1, 1)
+		f.requireKeyOrder(kb, ka) // b has two parked, a one
+		// The chained job given back is parked again, at the head.
+		require.Empty(t, f.finish(time.Hour, giveBack(got[1])))
+		f.requireKey(ka, []string{js[3].ID}, 1, 2)
+		f.requireKeyOrder(ka, kb)
+	})
+
+	// A job unique while queued gives its claim up when it starts, chained
+	// or not; chained and then given back it is queued again (parked) and
+	// takes the claim back, so a twin inserted then resolves to it.
+	t.Run("UnchainedQueuedScopeReclaims", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		u := uniqueKey(t)
+		_, b, _ := f.chain(k, 10*time.Second, uniq(u, queued, existing))
+		require.Empty(t, f.finish(time.Hour, giveBack(b)))
+		f.requireUnchained(b.ID, parked)
+		row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob(u, queued, existing))
+		require.Equal(t, b.ID, row.ID, "the twin resolves to the unchained job")
+	})
+	// A holder's link to the job chained behind it goes stale when that
+	// job's own outcome comes first. The job may then run again, promoted
+	// into another slot of the key and leased on its own: it is no longer
+	// chained, and KeyGet counts no chain behind the first holder.
+	t.Run("StaleChainLinkNotCounted", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2)).Jobs
+		got := f.fetchChain(2, 10*time.Second).Jobs
+		require.Equal(t, ids(js), ids(got), "two holders, then the job chained behind the first")
+		a1, a2, b := got[0], got[1], got[2]
+		require.Equal(t, a1.ID, b.After)
+		f.requireChained(k, map[string]string{a1.ID: b.ID})
+		// b's own outcome first: queued again behind a full key.
+		f.done(b, batondriver.JobOutcomeRetry, time.Time{})
+		f.requireState(parked, b.ID)
+		f.requireChained(k, nil)
+		// a2's slot goes to b, which is leased on its own.
+		f.complete(a2)
+		again := f.fetchOne(10 * time.Second)
+		require.Equal(t, b.ID, again.ID)
+		require.Empty(t, again.After)
+		f.requireKey(k, []string{a1.ID, b.ID}, 2, 0)
+		f.requireChained(k, nil)
+	})
+	// Every transition that makes a job available wakes a fetcher, not
+	// only inserts, fetches and finishes.
+	t.Run("RaisedLimitWakes", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		f.hold(k, 1, 10*time.Second)
+		p := f.insertIn(parked, keyJob(k, 1))
+		f.requireWakes("a raised limit's promotion", func() { f.setLimit(k, 2) })
+		f.requireState(available, p.ID)
+	})
+	t.Run("AdminRetryWakes", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(newJob())
+		f.done(f.fetchOne(10*time.Second), batondriver.JobOutcomeDead, time.Time{})
+		f.requireWakes("an admin retry", func() {
+			_, err := f.retry(r.ID)
+			require.NoError(t, err)
+		})
+		f.requireState(available, r.ID)
+	})
+	t.Run("DeletedHolderWakes", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		h := f.insertIn(available, keyJob(k, 1))
+		p := f.insertIn(parked, keyJob(k, 1))
+		f.requireWakes("a deleted holder's promotion", func() { require.NoError(t, f.del(h.ID)) })
+		f.requireState(available, p.ID)
+	})
+	// Again of a job unique while queued yields to a queued twin, which is
+	// the next run; a twin of another scope that holds the key while it
+	// runs is not queued, so the job runs again.
+	t.Run("AgainQueuedOverRunningTwin", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		u := uniqueKey(t)
+		a := f.insertIn(available, uniqueJob(u, queued, existing))
+		ra := f.fetchOne(10 * time.Second) // gives its claim up
+		require.Equal(t, a.ID, ra.ID)
+		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, untilDone, existing))
+		require.Equal(t, b.ID, f.fetchOne(10*time.Second).ID) // runs, holding its claim
+		f.done(ra, batondriver.JobOutcomeAgain, time.Time{})
+		g := f.get(a.ID)
+		require.Equal(t, available, g.State, "a running twin is not the next run")
+		require.Equal(t, 1, g.Runs)
+		require.Zero(t, g.Attempt)
+	})
+	// A chained job given back goes back to the head of its key's parked
+	// jobs as parked when it was first parked: its ParkedAt is unchanged,
+	// and JobList, which lists parked jobs by ParkedAt, lists it before
+	// the jobs parked after it.
+	t.Run("UnchainedKeepsParkedAt", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js := f.insertRes(keyJob(k, 1), keyJob(k, 1)).Jobs
+		time.Sleep(5 * time.Millisecond) // parked after b, not in the same ms
+		c := f.insertIn(parked, keyJob(k, 1))
+		got := f.fetchChain(1, 10*time.Second).Jobs
+		require.Equal(t, ids(js), ids(got), "the holder, then the job chained behind it")
+		b := got[1]
+		at := f.get(b.ID).ParkedAt
+		require.False(t, at.IsZero())
+		require.Equal(t, []string{c.ID}, ids(f.list(parked, 0, 0).Jobs))
+		time.Sleep(20 * time.Millisecond) // a give-back time apart from the parking's
+		require.Empty(t, f.finish(time.Hour, giveBack(b)))
+		g := f.requireUnchained(b.ID, parked)
+		require.Equal(t, at, g.ParkedAt, "ParkedAt of the unchained job")
+		require.Equal(t, at, f.keyGet(k).OldestParked)
+		require.Equal(t, []string{b.ID, c.ID}, ids(f.list(parked, 0, 0).Jobs), "parked jobs by ParkedAt")
+	})
+	// A job whose lease expired, recovered with no RecoverDelay, is
+	// available at once: its RunAt is when it was taken back, after its
+	// lease ended, not its first RunAt.
+	t.Run("RecoveredAtOnceRunsAtRecovery", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(newJob())
+		got := f.fetchOne(50 * time.Millisecond)
+		require.Equal(t, r.ID, got.ID)
+		f.recover(batondriver.JobFetchParams{LeaseTTL: 10 * time.Second})
+		g := f.get(r.ID)
+		require.Equal(t, available, g.State)
+		require.False(t, g.RunAt.Before(got.LeaseUntil),
+			"RunAt %v of a job taken back before its lease ended at %v", g.RunAt, got.LeaseUntil)
+	})
+}
