@@ -795,3 +795,55 @@ func TestKeySetLimitPromotesThousands(t *testing.T) {
 	require.Equal(t, n, stats.Counts[batondriver.JobStateAvailable])
 	require.Zero(t, stats.Counts[batondriver.JobStateParked])
 }
+
+// A job whose lease expires on its last attempt is dead, and releases its
+// unique claim in the same step, as every ending does
+// (docs/redis-keys.md): the claim must not stay in the unique hash, which
+// nothing else would clean. (Through the driver a claim of a dead job is
+// invisible, a twin inserted then conflicting with nothing: only the hash
+// shows it.)
+func TestExpiredLastAttemptReleasesUniqueClaim(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	for _, scope := range []batondriver.UniqueScope{batondriver.UniqueUntilDone, batondriver.UniqueRunning} {
+		j := newJob("once", 1)
+		j.MaxAttempts = 1
+		j.Unique = &batondriver.JobUnique{Key: "u-" + string(scope), Scope: scope}
+		rows := insertJobs(t, d, q, j)
+		require.Len(t, fetchJobs(t, d, q, 1, 50*time.Millisecond).Jobs, 1)
+		time.Sleep(100 * time.Millisecond)
+		require.Equal(t, 1, fetchJobs(t, d, q, 1, time.Minute).Recovered)
+		state, _ := jobState(t, d, q, rows[0].ID)
+		require.Equal(t, batondriver.JobStateDead, state)
+		n, err := client.Do(jobCtx(t), client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field(j.Unique.Key).Build()).AsInt64()
+		require.NoError(t, err)
+		require.Zero(t, n, "scope %s: the dead job's claim is left in the unique hash", scope)
+	}
+}
+
+// Likewise a delayed job dropped by its busy key when it comes due ends
+// there, and releases its unique claim in the same step.
+func TestDroppedWhenDueReleasesUniqueClaim(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	holder := newJob("holder", 1)
+	holder.Key, holder.Limit = "k", 1
+	insertJobs(t, d, q, holder)
+	require.Len(t, fetchJobs(t, d, q, 1, time.Minute).Jobs, 1)
+	j := newJob("late", 1)
+	j.Key, j.Limit, j.OnBusy = "k", 1, batondriver.OnBusyDrop
+	j.RunAt = time.Now().Add(100 * time.Millisecond)
+	j.Unique = &batondriver.JobUnique{Key: "u", Scope: batondriver.UniqueUntilDone}
+	rows := insertJobs(t, d, q, j)
+	n, err := client.Do(jobCtx(t), client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field("u").Build()).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "the scheduled job claims its key")
+	require.Eventually(t, func() bool {
+		fetchJobs(t, d, q, 0, time.Minute) // admits it once due: dropped
+		state, _ := jobState(t, d, q, rows[0].ID)
+		return state == batondriver.JobStateDropped
+	}, 5*time.Second, 20*time.Millisecond)
+	n, err = client.Do(jobCtx(t), client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field("u").Build()).AsInt64()
+	require.NoError(t, err)
+	require.Zero(t, n, "the dropped job's claim is left in the unique hash")
+}

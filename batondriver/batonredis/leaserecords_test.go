@@ -344,3 +344,52 @@ func TestEmptyFinishSettlesBehindUnsettledCalls(t *testing.T) {
 	require.Zero(t, attempt)
 	require.Equal(t, maxSettle, d.leases.lostCalls(q), "the calls that may still arrive")
 }
+
+// A lost call's chained job, taken back, goes to the head of its key's
+// parked jobs; a slot of the key that freed while it was chained is free
+// still (nothing else was parked to promote into it), so the settling call
+// promotes it there at once rather than leave it parked beside a free
+// slot.
+func TestLostChainTakenBackIntoFreedSlot(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	var jobs []*batondriver.JobInsert
+	for range 3 {
+		j := newJob("keyed", 1)
+		j.Key, j.Limit = "k", 2
+		jobs = append(jobs, j)
+	}
+	rows := insertJobs(t, check, q, jobs...)
+	first, err := check.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, ids(rows[:1]), ids(first.Jobs))
+
+	px.LoseReplyTo("_job_fetch")
+	_, err = d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute, Chain: true})
+	require.Error(t, err, "the reply was lost")
+	c, err := check.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: rows[2].ID})
+	require.NoError(t, err)
+	require.Equal(t, rows[1].ID, c.After, "the lost fetch chained the third job behind the second")
+
+	// The first job's slot frees with nothing parked to take it.
+	res, err := check.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q, Retention: time.Hour,
+		Finished: []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: first.Jobs[0].ID, Lease: first.Jobs[0].Lease},
+			Outcome: batondriver.JobOutcomeCompleted}}})
+	require.NoError(t, err)
+	require.Empty(t, res.Stale)
+
+	// The next call, which leases nothing, settles the lost fetch: both
+	// its jobs available again, each in a slot of the key.
+	require.Equal(t, 1, d.leases.lostCalls(q))
+	_, err = d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Zero(t, d.leases.lostCalls(q), "settled")
+	for _, r := range rows[1:] {
+		state, attempt := jobState(t, check, q, r.ID)
+		require.Equal(t, batondriver.JobStateAvailable, state, "job %s", r.ID)
+		require.Zero(t, attempt)
+	}
+	info, err := check.KeyGet(jobCtx(t), &batondriver.KeyParams{Queue: q, Key: "k"})
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 0}, []int{info.Holding, info.Parked})
+}
