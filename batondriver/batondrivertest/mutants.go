@@ -205,4 +205,38 @@ func exerciseMutants(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 		require.False(t, g.RunAt.Before(got.LeaseUntil),
 			"RunAt %v of a job taken back before its lease ended at %v", g.RunAt, got.LeaseUntil)
 	})
+	// A finish that fetches wakes a fetcher for a job it made available
+	// and did not lease: here the parked job its outcome promoted, while
+	// it leased a job that was available before.
+	t.Run("FinishFetchWakesForPromotedLeftAvailable", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		h := f.hold(k, 1, 10*time.Second)
+		p := f.insertIn(parked, keyJob(k, 1))
+		x := f.insertOne(newJob())
+		f.requireWakes("a job promoted by a finish that fetched", func() {
+			res, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Retention: time.Hour,
+				Finished: []*batondriver.JobFinish{outcome(h, batondriver.JobOutcomeCompleted, "", time.Time{})},
+				Fetch:    &batondriver.JobFinishFetch{Max: 1, LeaseTTL: 10 * time.Second}})
+			require.NoError(t, err)
+			require.Empty(t, res.Stale)
+			require.Equal(t, []string{x.ID}, ids(res.Jobs))
+		})
+		f.requireState(available, p.ID)
+	})
+
+	// A job given back is available again from the moment it is given
+	// back: its RunAt is then, not its first RunAt.
+	t.Run("GivenBackRunsAtGiveBack", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(newJob())
+		got := f.fetchOne(10 * time.Second)
+		require.Equal(t, r.ID, got.ID)
+		time.Sleep(20 * time.Millisecond) // a give-back time apart from the insert's
+		require.Empty(t, f.finish(time.Hour, giveBack(got)))
+		g := f.get(r.ID)
+		require.Equal(t, available, g.State)
+		require.True(t, g.RunAt.After(got.AttemptedAt),
+			"RunAt %v of a job given back after its lease began at %v", g.RunAt, got.AttemptedAt)
+	})
 }
