@@ -847,3 +847,23 @@ func TestDroppedWhenDueReleasesUniqueClaim(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "the dropped job's claim is left in the unique hash")
 }
+
+// A fetch sweeps lapsed period claims out of the unique hash as well as
+// out of their index: a unique key never inserted again leaves nothing.
+func TestFetchSweepsLapsedPeriodClaim(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	j := newJob("throttled", 1)
+	j.Unique = &batondriver.JobUnique{Key: "u", Scope: batondriver.UniquePeriod, Period: 50 * time.Millisecond}
+	insertJobs(t, d, q, j)
+	exists := func(key string) int64 {
+		n, err := client.Do(jobCtx(t), client.B().Exists().Key(key).Build()).AsInt64()
+		require.NoError(t, err)
+		return n
+	}
+	qk := d.queueKeys(q).keys
+	require.Equal(t, []int64{1, 1}, []int64{exists(qk[keyUnique]), exists(qk[keyUniquePeriods])}, "the claim is stored")
+	time.Sleep(100 * time.Millisecond)
+	fetchJobs(t, d, q, 0, time.Minute)
+	require.Equal(t, []int64{0, 0}, []int64{exists(qk[keyUnique]), exists(qk[keyUniquePeriods])}, "the lapsed claim is swept")
+}
