@@ -70,6 +70,7 @@ func TestDemoFlags(t *testing.T) {
 		{"demo", "--dash=nope"},         // not host:port
 		{"demo", "locks", "--dash"},     // the lock demo has no dashboard
 		{"demo", "--scale", "-1"},       // out of range
+		{"demo", "--scale", "NaN"},      // not a number
 		{"demo", "--sabotage", "bogus"}, // unknown
 	} {
 		var out, errOut bytes.Buffer

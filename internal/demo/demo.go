@@ -152,7 +152,7 @@ func newRun(driver batondriver.Driver, out io.Writer, cfg *Config) (*run, error)
 	if c.Scale == 0 {
 		c.Scale = 1
 	}
-	if c.Scale < 0 || c.Scale > 10 {
+	if !(c.Scale > 0 && c.Scale <= 10) { // NaN too
 		return nil, fmt.Errorf("demo: scale %v out of range (0, 10]", c.Scale)
 	}
 	if c.Backend == "" {
