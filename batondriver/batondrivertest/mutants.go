@@ -64,6 +64,34 @@ func (f *jobFixture) requireWakes(what string, do func()) {
 // transitions (the Redis scripts) that the rest of the suite let live:
 // each checks behaviour the other tests leave open.
 func exerciseMutants(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+	// A job unique while queued gave its claim up when it started; given
+	// back at Stop, it is queued again and takes the claim back, so that a
+	// twin inserted then resolves to it.
+	// A holder given back at its key's limit (not over it) keeps its slot:
+	// available again, not parked.
+	t.Run("GivenBackAtTheLimitKeepsItsSlot", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("g")
+		f.insertIn(available, keyJob(k, 1))
+		r := f.fetchOne(time.Minute)
+		back := outcome(r, batondriver.JobOutcomeSnooze, "", time.Time{})
+		back.GiveBack = true
+		require.Empty(t, f.finish(0, back))
+		require.Equal(t, batondriver.JobStateAvailable, f.get(r.ID).State)
+		f.requireKey(k, []string{r.ID}, 0, 0)
+	})
+
+	t.Run("GivenBackQueuedScopeReclaims", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		r := f.runTwin(uniqueJob("u", queued, existing))
+		back := outcome(r, batondriver.JobOutcomeSnooze, "", time.Time{})
+		back.GiveBack = true
+		require.Empty(t, f.finish(0, back))
+		require.Equal(t, batondriver.JobStateAvailable, f.get(r.ID).State)
+		row, _ := f.insertAs(batondriver.JobDuplicate, uniqueJob("u", queued, existing))
+		require.Equal(t, r.ID, row.ID, "the given-back job took its claim back")
+	})
+
 	// Chaining a key's parked job takes it off the parked count, and giving
 	// it back puts it on again: KeyList's order follows both.
 	t.Run("KeyListOrderFollowsChains", func(t *testing.T) {
