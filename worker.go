@@ -154,8 +154,13 @@ func checkKind(kind string) error {
 	return nil
 }
 
-// checkQueue validates a queue name: 1 to 128 of A-Z a-z 0-9 _ . : -, so
-// that it needs no escaping in any backend.
+// CheckQueueName reports whether baton takes q as a queue name: 1 to 128
+// bytes of A-Z a-z 0-9 _ . : -, so that it needs no escaping in any
+// backend. Its error wraps batondriver.ErrBadParams and says what is
+// wrong; every call that takes a queue checks its name so. Tools (the
+// dashboard) call it to refuse a name before any backend call.
+func CheckQueueName(q string) error { return checkQueue(q) }
+
 func checkQueue(q string) error {
 	if q == "" || len(q) > 128 {
 		return fmt.Errorf("%w: queue name %q must have 1 to 128 bytes", batondriver.ErrBadParams, q)

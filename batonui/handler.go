@@ -126,16 +126,10 @@ func (h *handler) queueName(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// badQueue says why baton refuses q as a queue name, or "" if it takes it.
-// The rule is baton's: 1 to 128 bytes of A-Z a-z 0-9 _ . : -
-// (TestBadQueueNameIsBadRequest checks that they agree).
+// badQueue says why baton refuses q as a queue name (baton.CheckQueueName),
+// or "" if it takes it.
 func badQueue(q string) string {
-	ok := q != "" && len(q) <= 128
-	for i := 0; ok && i < len(q); i++ {
-		c := q[i]
-		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-'
-	}
-	if !ok {
+	if baton.CheckQueueName(q) != nil {
 		return fmt.Sprintf("No queue can be named %q: a queue name has 1 to 128 bytes of A-Z a-z 0-9 _ . : -", truncate(q, 60))
 	}
 	return ""
