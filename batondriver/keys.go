@@ -35,8 +35,9 @@ type KeyDriver interface {
 	// KeySetLimit stores (or, with Reset, removes) the limit override of a
 	// key of a queue. Raising the limit promotes parked jobs at once;
 	// lowering it (0 halts) moves the key's available jobs beyond the new
-	// limit back to the head of its parked queue, newest first, so that
-	// jobs not yet started wait; running jobs finish. It returns the key's
+	// limit back to the head of its parked queue, the least urgent first
+	// and of a priority the newest first, so that jobs not yet started
+	// wait; running jobs finish. It returns the key's
 	// state after the change.
 	KeySetLimit(ctx context.Context, p *KeySetLimitParams) (*KeyInfo, error)
 

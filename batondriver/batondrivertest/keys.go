@@ -829,6 +829,34 @@ func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.requireKey(k2, []string{e.ID}, 0, 0)
 	})
 
+	t.Run("LowerLimitDemotesLeastUrgentFirst", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		prio := func(p int) func(j *batondriver.JobInsert) {
+			return func(j *batondriver.JobInsert) { j.Priority = p }
+		}
+		// x, y and z hold the key's three slots, available; w waits.
+		js := f.insertRes(keyJob(k, 3, prio(0)), keyJob(k, 3, prio(5)), keyJob(k, 3, prio(0)), keyJob(k, 3, prio(0))).Jobs
+		x, y, z, w := js[0], js[1], js[2], js[3]
+		f.requireKey(k, []string{x.ID, y.ID, z.ID}, 0, 1)
+
+		// Down to 1: y goes first, as the least urgent though admitted
+		// before z, then z, the newest of priority 0; x stays.
+		info := f.setLimit(k, 1)
+		require.Equal(t, 1, info.Holding)
+		require.Equal(t, 3, info.Parked)
+		require.Equal(t, x.ID, info.Holders[0].ID)
+		f.requireState(available, x.ID)
+		f.requireState(parked, y.ID, z.ID, w.ID)
+
+		// The demoted go to the head of the parked queue, the last demoted
+		// first: z, y, then w.
+		rx := f.fetchOne(10 * time.Second)
+		require.Equal(t, x.ID, rx.ID)
+		f.complete(rx)
+		f.cycle(z.ID, y.ID, w.ID)
+	})
+
 	t.Run("ZeroHalts", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

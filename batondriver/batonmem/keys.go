@@ -174,13 +174,17 @@ func (q *queueState) promote(k *jobKey) int {
 	return n
 }
 
-// demote moves k's available holders beyond its limit, the last admitted
-// first, to the head of its parked queue; running ones keep their slots.
+// demote moves k's available holders beyond its limit, the least urgent
+// first and of a priority the last admitted first, to the head of its
+// parked queue; running ones keep their slots.
 func (q *queueState) demote(k *jobKey, now time.Time) {
 	for len(k.holders) > k.limit() {
 		var last *job
 		for _, j := range k.holders {
-			if j.row.State == batondriver.JobStateAvailable && (last == nil || j.seq > last.seq) {
+			if j.row.State != batondriver.JobStateAvailable {
+				continue
+			}
+			if last == nil || cmp.Or(cmp.Compare(j.row.Priority, last.row.Priority), cmp.Compare(j.seq, last.seq)) > 0 {
 				last = j
 			}
 		}

@@ -10,8 +10,8 @@
 -- Returns key_info (joblib.lua) with holders, after the change.
 --
 -- Lowering the limit below the holders moves the key's available holders,
--- the latest admitted first, back to the head of its parked queue until the
--- holders are within the limit (running holders finish; the key admits no
+-- the least urgent first and of those the latest admitted first, back to
+-- the head of its parked queue until the holders are within the limit (running holders finish; the key admits no
 -- more until it is under the limit). Then parked jobs are promoted into any
 -- free slots, which a raised limit makes. Promoted jobs wake fetchers.
 local k = ARGV[1]
@@ -32,7 +32,8 @@ if limit then
       local score = redis.call('ZSCORE', A, id)
       if score then avail[#avail + 1] = {id, tonumber(score)} end
     end
-    table.sort(avail, function(x, y) return x[2] % SPAN > y[2] % SPAN end)
+    -- The least urgent first, and the latest admitted of a priority first.
+    table.sort(avail, function(x, y) return x[2] > y[2] end)
     local n = math.min(#ids - limit, #avail)
     if n > 0 then
       local pk = {}
