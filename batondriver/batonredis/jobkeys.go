@@ -11,13 +11,13 @@ import (
 // the queue touches one Redis Cluster slot:
 //
 //	P:queue:{Q}:job:ID             hash: one job (fields in lua/joblib.lua)
-//	P:queue:{Q}:available          sorted set: ID, score = priority*2^42 + arrival number
+//	P:queue:{Q}:available:N        list: available job IDs of priority N (0-9), head first
 //	P:queue:{Q}:scheduled          sorted set: ID, score = run_at (server ms)
 //	P:queue:{Q}:running            sorted set: ID, score = lease_until (server ms)
 //	P:queue:{Q}:completed          sorted set: ID, score = when to delete it (server ms)
 //	P:queue:{Q}:dead               sorted set: ID, score = finished (server ms)
 //	P:queue:{Q}:cancelled          sorted set: ID, score = finished (server ms)
-//	P:queue:{Q}:meta               hash: seq (last arrival number), paused, dropped, schedules' ticks, fence (kept forever)
+//	P:queue:{Q}:meta               hash: paused, dropped, schedules' ticks, fence, aN (list N may hold jobs) (kept forever)
 //	P:queue:{Q}:wake               list: wake tokens for JobWait (at most 1000)
 //	P:queue:{Q}:keys               sorted set: active concurrency keys, score = -(parked count)
 //	P:queue:{Q}:parked             sorted set: parked job IDs, score = parked at (server ms)
@@ -50,8 +50,8 @@ type queueKeys struct {
 
 // The positions of the queue keys in queueKeys.keys.
 const (
-	keyMeta = iota
-	keyAvailable
+	keyMeta      = iota
+	keyAvailable // "P:queue:{Q}:available:", the prefix of the available lists
 	keyScheduled
 	keyRunning
 	keyCompleted
@@ -74,7 +74,7 @@ func (d *Driver) queueKeys(queue string) queueKeys {
 		base: base,
 		keys: []string{
 			keyMeta:          base + "meta",
-			keyAvailable:     base + "available",
+			keyAvailable:     base + "available:",
 			keyScheduled:     base + "scheduled",
 			keyRunning:       base + "running",
 			keyCompleted:     base + "completed",

@@ -635,7 +635,7 @@ func TestJobInsertNoScript(t *testing.T) {
 	for range 2 {
 		insertJobs(t, d, "q", newJob("k", 1))
 	}
-	n, err := client.Do(t.Context(), client.B().Zcard().Key(d.queueKeys("q").keys[keyAvailable]).Build()).AsInt64()
+	n, err := client.Do(t.Context(), client.B().Llen().Key(d.queueKeys("q").keys[keyAvailable]+"1").Build()).AsInt64()
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 }

@@ -4,18 +4,20 @@
 -- script builds its concurrency key's keys from K (see joblib.lua).
 -- ARGV[1] the job's ID
 --
--- Returns 0, or NOT_FOUND or RUNNING (see joblib.lua). An available keyed
+-- Returns 0, or NOT_FOUND or RUNNING (see joblib.lua). An available job
+-- leaves its list with an LREM, which reads the list up to it (as asynq's
+-- delete of a pending task does). An available keyed
 -- job frees its slot and a parked one leaves its key's queue, promoting
 -- parked jobs into free slots; the job gives up its unique key (unless it is
 -- a period's claim, which lapses with the period).
 local key, id = KEYS[FIRST_JOB_KEY], ARGV[1]
-local v = redis.call('HMGET', key, 'state', 'key', 'ukey')
+local v = redis.call('HMGET', key, 'state', 'key', 'ukey', 'prio')
 local state, k = v[1], v[2]
 if not state then return NOT_FOUND end
 if state == 'running' then return RUNNING end
 local avail = new_batch()
 if state == 'available' then
-  redis.call('ZREM', A, id)
+  redis.call('LREM', A .. v[4], 1, id)
   release(avail, id, k)
 else
   redis.call('ZREM', state_set(state), id)

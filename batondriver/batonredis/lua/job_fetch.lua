@@ -3,8 +3,9 @@
 -- jobs to the caller.
 --
 -- KEYS: the queue keys (see joblib.lua). This script builds job keys as J ..
--- id and concurrency keys' keys from K: the IDs come from A, S, R and C, the
--- concurrency keys from those jobs (see the exception in joblib.lua).
+-- id and concurrency keys' keys from K: the IDs come from the available
+-- lists, S, R and C, the concurrency keys from those jobs (see the
+-- exception in joblib.lua).
 -- ARGV[1] most jobs to lease (n; 0: only the steps below, no lease)
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] recover delay in ms
@@ -47,7 +48,8 @@
 --     cancelled jobs older than the dead retention, dropped ones older than
 --     the dropped retention, and lapsed period claims of unique keys.
 -- Unless the queue is paused or the caller gave up (ARGV[8]), up to n
--- available jobs are then leased; a keyed job gets its key's next fencing
+-- available jobs are then leased (first, jobs an older version left in its
+-- sorted set move to the lists: LEGACY in joblib.lua); a keyed job gets its key's next fencing
 -- token, and a job unique while running claims its unique key (one unique
 -- while queued gives it up). Jobs made available by steps 1 and 2 and not
 -- leased here wake other fetchers; when no job is left available, the wake
@@ -177,14 +179,14 @@ if s_changed then
   next_run_at = tonumber(redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')[2]) or false
 end
 
-local mv = redis.call('HMGET', M, 'paused', 'fence')
-if mv[1] == '1' then
+local paused, fence, bands = read_meta()
+if paused then
   flush_available(avail)
   return {now, 1, #expired, next_run_at, 0, unsettled}
 end
 
 local out = {now, 0, #expired, next_run_at, 0, unsettled}
-local n, left, made = lease(out, max, ttl, ARGV[4], now, tonumber(mv[2]) or 0, avail, ARGV[7] == '1', {}, rec)
+local n, left, made = lease(out, max, ttl, ARGV[4], now, fence, bands, avail, ARGV[7] == '1', {}, rec)
 if n < max then
   redis.call('DEL', W)
 else

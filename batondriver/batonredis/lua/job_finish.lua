@@ -3,8 +3,8 @@
 -- KEYS: the queue keys (see joblib.lua), then the record's key if ARGV[7]
 -- names one, the lost calls' record keys (ARGV[8]), then the n jobs' keys.
 -- This script builds concurrency keys' keys from K: the concurrency keys
--- are stored in the jobs, and it may lease jobs popped from A (see the
--- exception in joblib.lua).
+-- are stored in the jobs, and it may lease jobs popped from the available
+-- lists (see the exception in joblib.lua).
 -- ARGV[1] retention of completed jobs in ms (0: delete them at once)
 -- ARGV[2] how many available jobs to lease to the caller afterwards (0:
 --         none), ARGV[3] their lease TTL in ms, ARGV[4] their leases, as
@@ -246,13 +246,13 @@ handed = still
 local max, chain = tonumber(ARGV[2]), ARGV[5] == '1'
 local waits = tonumber(ARGV[6])
 if waits > 0 and now > waits then max, chain = 0, false end
-local mv = {}
-if max > 0 or (chain and #handed > 0) then mv = redis.call('HMGET', M, 'paused', 'fence') end
-if mv[1] == '1' then max, chain = 0, false end
+local paused, fence, bands = false, 0, {}
+if max > 0 or (chain and #handed > 0) then paused, fence, bands = read_meta() end
+if paused then max, chain = 0, false end
 if max == 0 and #handed == 0 then
   wake(flush_available(avail))
   return out
 end
-local n, left, made = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, tonumber(mv[2]) or 0, avail, chain, handed, rec)
+local n, left, made = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, fence, bands, avail, chain, handed, rec)
 if n == max and made > 0 then wake(math.min(made, left)) end
 return out

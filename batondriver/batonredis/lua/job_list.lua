@@ -3,8 +3,8 @@
 -- Changes nothing.
 --
 -- KEYS: the queue keys (see joblib.lua). This script builds job keys as
--- J .. id: the IDs come from the state's sorted set (see the exception in
--- joblib.lua).
+-- J .. id: the IDs come from the state's sorted set, or the available lists
+-- (see the exception in joblib.lua).
 -- ARGV[1] state
 -- ARGV[2] offset
 -- ARGV[3] limit
@@ -20,10 +20,22 @@
 -- read whole and sorted here. It holds at most the jobs being worked on.
 local set = state_set(ARGV[1])
 local offset, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
-local total = redis.call('ZCARD', set)
-local out = {total}
+local out = {0}
 local ids
-if set == R then
+if ARGV[1] == 'available' then
+  -- Available: the lists, most urgent first, walked to the page.
+  ids = {}
+  for _, p in ipairs(available_bands()) do
+    local n = redis.call('LLEN', A .. p)
+    local from = math.max(offset - out[1], 0)
+    local want = limit - #ids
+    if want > 0 and from < n then
+      for _, id in ipairs(redis.call('LRANGE', A .. p, from, from + want - 1)) do ids[#ids + 1] = id end
+    end
+    out[1] = out[1] + n
+  end
+elseif set == R then
+  out[1] = redis.call('ZCARD', R)
   local all = redis.call('ZRANGE', R, 0, -1)
   local at, rank = {}, {}
   for i, id in ipairs(all) do
@@ -37,6 +49,7 @@ if set == R then
   ids = {}
   for i = offset + 1, math.min(offset + limit, #all) do ids[#ids + 1] = all[i] end
 else
+  out[1] = redis.call('ZCARD', set)
   ids = redis.call('ZRANGE', set, offset, offset + limit - 1)
 end
 for _, id in ipairs(ids) do

@@ -8,6 +8,6 @@
 if ARGV[1] == '1' then
   redis.call('HSET', M, 'paused', '1')
 elseif redis.call('HDEL', M, 'paused') == 1 then
-  wake(redis.call('ZCARD', A))
+  wake(available_count(available_bands()))
 end
 return 0

@@ -7,10 +7,12 @@
 -- first fifteen KEYS, the keys of one queue Q, all in one hash slot (they
 -- share the hash tag {Q}):
 --
---   KEYS[1]  M  hash: seq (last arrival number), paused ("1" while paused),
---               dropped (jobs ever dropped), once:<name> (schedules' ticks),
---               fence (the last fencing token of any of the queue's keys)
---   KEYS[2]  A  sorted set: available jobs, score = priority * 2^42 + arrival number
+--   KEYS[1]  M  hash: paused ("1" while paused), dropped (jobs ever
+--               dropped), once:<name> (schedules' ticks), fence (the last
+--               fencing token of any of the queue's keys), a0..a9 (see
+--               below); seq only while a version before this one runs
+--   KEYS[2]  A  the prefix of the available lists: A .. p, p = 0..9, is the
+--               list of the available jobs of priority p, head first
 --   KEYS[3]  S  sorted set: scheduled jobs, score = run_at (server ms)
 --   KEYS[4]  R  sorted set: running jobs, score = lease_until (server ms)
 --   KEYS[5]  C  sorted set: completed jobs, score = when to delete them (server ms)
@@ -28,9 +30,17 @@
 --
 -- Scripts that know their jobs take the job keys next, KEYS[16] onwards.
 --
--- A orders fetches, and JobList lists available jobs in the same order.
--- Arrival numbers are given when a job is made available, so within a
--- priority band A is ordered by when its jobs became available.
+-- The available lists order fetches (priority, then arrival), and JobList
+-- lists available jobs in the same order. A job made available is pushed
+-- at the tail of its priority's list, so within a priority the order is
+-- when the jobs became available: pushing costs O(1), as asynq's LPUSH
+-- does, where the sorted set of earlier versions cost a ZADD and an
+-- arrival number's HINCRBY per call (docs/benchmarks.md). M's field
+-- "a" .. p is set while list A .. p may hold jobs: a push that starts the
+-- list sets it, and a fetch that drains it clears it, so that a fetch
+-- learns from the read of M it makes anyway which lists to pop. (Set with
+-- the list empty is harmless: a job deleted from the middle of a list,
+-- by LREM, leaves the field alone.)
 --
 -- A concurrency key k of the queue (docs/concurrency.md) has three keys:
 --   K .. k .. ':h'  set: its holders, the IDs of its available and running jobs
@@ -43,21 +53,24 @@
 -- fence), so they keep rising across the key's idle spells.
 --
 -- THE ONE EXCEPTION to "no script builds a key from data": a fetch pops job
--- IDs from A and the sweeps find them in S, R and C, and a chained job and
--- the job ahead of it name each other in their hashes (next, after), so no
--- caller can name those jobs, nor the concurrency keys stored in them, in
--- advance. Such
--- scripts build a job key as J .. id and a concurrency key's keys as K .. k
--- .. suffix. J and K are passed in KEYS, so the slot is declared, and every
--- key built starts with one of them, so it carries the same hash tag {Q}
--- and lives in the same Cluster slot: the script never leaves the slot it
--- declared. Nothing else is built.
+-- IDs from the available lists and the sweeps find them in S, R and C, and
+-- a chained job and the job ahead of it name each other in their hashes
+-- (next, after), so no caller can name those jobs, nor the concurrency
+-- keys stored in them, in advance. Such scripts build a job key as J .. id
+-- and a concurrency key's keys as K .. k .. suffix; an available list is A
+-- .. p, as a job's priority picks it, and the sorted set of earlier
+-- versions (LEGACY below) is A without its last ":". J, K and A are passed
+-- in KEYS, so the slot is declared, and every key built starts with one of
+-- them (or, LEGACY, with A's own text), so it carries the same hash tag
+-- {Q} and lives in the same Cluster slot: the script never leaves the slot
+-- it declared. Nothing else is built.
 --
 -- A job hash holds the fields in F, and next (the ID of the job chained
 -- behind it, see chain_next; stale once that job's after no longer names
 -- it). Times are server ms as decimal strings; a field not yet set is
--- absent or "". Each job is in exactly one of A, S, R, C, D, X, PK, Y,
--- matching its state; with no retention a completed job is deleted at once.
+-- absent or "". Each job is in exactly one of the available lists, S, R,
+-- C, D, X, PK, Y, matching its state; with no retention a completed job is
+-- deleted at once.
 --
 -- Every redis.call costs one to two and a half microseconds of the server's
 -- single thread (docs/benchmarks.md), most of it the crossing between Lua
@@ -85,11 +98,11 @@ local FI = {kind = 1, args = 2, prio = 3, state = 4, attempt = 5, max = 6, tags 
   key = 16, limit = 17, onbusy = 18, delay = 19, fence = 20, ukey = 21, uscope = 22, runs = 23, parked = 24,
   after = 25}
 
--- Arrival numbers per priority band; doubles are exact integers to 2^53, and
--- priorities 0..MAX_PRIORITY (batondriver.MaxPriority) use scores below
--- 10 * 2^42 < 2^46.
-local SPAN = 4398046511104 -- 2^42
+-- Priorities are 0..MAX_PRIORITY (batondriver.MaxPriority), 0 the most
+-- urgent: one available list each, flagged in M by BAND_FIELDS[p + 1].
 local MAX_PRIORITY = 9
+local BAND_FIELDS = {}
+for p = 0, MAX_PRIORITY do BAND_FIELDS[p + 1] = 'a' .. p end
 -- The most due, expired or swept jobs one fetch handles of each kind.
 local BATCH = 100
 -- Errors kept per job (batondriver.MaxErrors).
@@ -148,17 +161,94 @@ local function chunked(cmd, key, t)
   end
 end
 
--- The first of n consecutive arrival numbers. They order jobs within a
--- priority band of A only, so once past 2^41 the count restarts when A is
--- empty; a band overflows only after 2^41 more arrivals while A never
--- empties. Callers add the jobs to A before asking again.
-local function next_seqs(n)
-  local last = redis.call('HINCRBY', M, 'seq', n)
-  if last > SPAN / 2 and redis.call('EXISTS', A) == 0 then
-    redis.call('HSET', M, 'seq', n)
-    return 1
+-- Push ids onto the available list of priority p, at its tail, or at its
+-- head if front (then ids[1] ends up first), and flag the list in M if the
+-- push started it.
+local function push_band(p, ids, front)
+  local n = #ids
+  if n == 0 then return end
+  local cmd = 'RPUSH'
+  if front then
+    -- LPUSH puts each argument at the head in turn: reversed, ids keep
+    -- their order.
+    local rev = {}
+    for i = n, 1, -1 do rev[#rev + 1] = ids[i] end
+    ids, cmd = rev, 'LPUSH'
   end
-  return last - n + 1
+  local len
+  for i = 1, n, 1000 do
+    len = redis.call(cmd, A .. p, unpack(ids, i, math.min(i + 999, n)))
+  end
+  if len == n then redis.call('HSET', M, BAND_FIELDS[p + 1], '1') end
+end
+
+-- The priorities whose available lists are flagged in M, ascending, given
+-- the values of BAND_FIELDS read from M from index i of mv on.
+local function flagged(mv, i)
+  local bands = {}
+  for p = 0, MAX_PRIORITY do
+    if mv[i + p] then bands[#bands + 1] = p end
+  end
+  return bands
+end
+
+-- The priorities whose available lists may hold jobs, ascending.
+local function available_bands()
+  return flagged(redis.call('HMGET', M, unpack(BAND_FIELDS)), 1)
+end
+
+-- How many jobs the available lists of bands hold.
+local function available_count(bands)
+  local n = 0
+  for _, p in ipairs(bands) do n = n + redis.call('LLEN', A .. p) end
+  return n
+end
+
+-- LEGACY: versions before this one kept the available jobs in one sorted
+-- set, A without its last ":", scored priority * 2^42 + an arrival number
+-- counted in M's seq, which only they write. While seq is set a fetch
+-- first moves up to LEGACY_BATCH of that set's jobs, the most urgent and
+-- oldest first, to the tails of their lists (migrate), and deletes seq
+-- once the set is empty, so that jobs queued by an older version are
+-- neither lost nor stranded after an upgrade, and processes of both
+-- versions may share a queue while one replaces the other
+-- (docs/redis-keys.md, "Upgrading"). Their order among themselves is
+-- kept; a job this version made available before they moved is fetched
+-- before them.
+local LEGACY_SPAN, LEGACY_BATCH = 4398046511104, 1000
+
+local function migrate()
+  local legacy = string.sub(A, 1, -2)
+  local old = redis.call('ZRANGE', legacy, 0, LEGACY_BATCH - 1, 'WITHSCORES')
+  local by, ids = {}, {}
+  for i = 1, #old, 2 do
+    local p = math.floor(tonumber(old[i + 1]) / LEGACY_SPAN)
+    if not by[p] then by[p] = {} end
+    by[p][#by[p] + 1] = old[i]
+    ids[#ids + 1] = old[i]
+  end
+  for p = 0, MAX_PRIORITY do
+    if by[p] then push_band(p, by[p]) end
+  end
+  if #ids > 0 then chunked('ZREM', legacy, ids) end
+  if #old / 2 < LEGACY_BATCH then redis.call('HDEL', M, 'seq') end
+end
+
+-- M's fields that the leasing scripts read: paused, fence, seq (LEGACY),
+-- then BAND_FIELDS.
+local META_FIELDS = {'paused', 'fence', 'seq'}
+for p = 0, MAX_PRIORITY do META_FIELDS[#META_FIELDS + 1] = BAND_FIELDS[p + 1] end
+
+-- The queue's paused flag (true while paused), its last fence (0 if none)
+-- and the priorities whose available lists may hold jobs, ascending, from
+-- one read of M (two after a migration).
+local function read_meta()
+  local mv = redis.call('HMGET', M, unpack(META_FIELDS))
+  if mv[3] then
+    migrate()
+    mv = redis.call('HMGET', M, unpack(META_FIELDS))
+  end
+  return mv[1] == '1', tonumber(mv[2]) or 0, flagged(mv, 4)
 end
 
 -- Wake up to n waiting fetchers: a token each, LPUSHed to W. When W grows
@@ -274,16 +364,17 @@ local function go_quote(s)
 end
 
 -- Jobs made available by one script: make_available collects them, and
--- flush_available gives them arrival numbers in collection order, adds them
--- to A and returns how many it added. A script that leases afterwards
--- passes the batch to lease instead, which may lease some of its jobs
--- straight away, in the order A would have given them, and flushes the
--- rest: a job leased so skips its arrival number and A altogether. The
--- batch also collects the jobs that left a key's parked list (promoted or
--- gone), which flush_available takes out of PK, and the promoted jobs whose
--- state is still "parked" in their hash: flush_available writes "available"
--- into those it adds to A, and lease writes "running" into those it leases,
--- so that a promoted job is written once.
+-- flush_available pushes them onto their available lists in collection
+-- order and returns how many it pushed and the set of priorities it pushed
+-- to. A script that leases afterwards passes the batch to lease instead,
+-- which may lease some of its jobs straight away, in the order the lists
+-- would have given them, and flushes the rest: a job leased so never
+-- enters a list. The batch also collects the jobs that left a key's parked
+-- list (promoted or gone), which flush_available takes out of PK, and the
+-- promoted jobs whose state is still "parked" in their hash:
+-- flush_available writes "available" into those it pushes, and lease
+-- writes "running" into those it leases, so that a promoted job is written
+-- once.
 local function new_batch()
   return {unparked = {}, unwritten = {}}
 end
@@ -297,31 +388,26 @@ end
 -- order) is in taken, a set, or nil for none.
 local function flush_available(batch, taken)
   if #batch.unparked > 0 then chunked('ZREM', PK, batch.unparked) end
-  local add = batch
-  if taken and next(taken) then
-    add = {}
-    for i = 1, #batch / 2 do
-      if not taken[i] then
-        add[#add + 1] = batch[2 * i - 1]
-        add[#add + 1] = batch[2 * i]
-      end
+  local by, n = {}, 0
+  for i = 1, #batch / 2 do
+    if not (taken and taken[i]) then
+      local p, id = batch[2 * i - 1], batch[2 * i]
+      if not by[p] then by[p] = {} end
+      by[p][#by[p] + 1] = id
+      n = n + 1
+      if batch.unwritten[id] then redis.call('HSET', J .. id, 'state', 'available') end
     end
   end
-  local n = #add / 2
-  if n == 0 then return 0 end
-  local seq = next_seqs(n) - 1
-  for i = 1, n do
-    add[2 * i - 1] = add[2 * i - 1] * SPAN + seq + i
-    if batch.unwritten[add[2 * i]] then redis.call('HSET', J .. add[2 * i], 'state', 'available') end
+  for p = 0, MAX_PRIORITY do
+    if by[p] then push_band(p, by[p]) end
   end
-  zadd(A, add)
-  return n
+  return n, by
 end
 
--- The sorted set that lists the jobs in state, or nil.
+-- The sorted set that lists the jobs in state, or nil; available jobs are
+-- in lists instead (A .. priority).
 local function state_set(state)
-  if state == 'available' then return A
-  elseif state == 'scheduled' then return S
+  if state == 'scheduled' then return S
   elseif state == 'running' then return R
   elseif state == 'completed' then return C
   elseif state == 'dead' then return D
@@ -885,10 +971,12 @@ end
 -- fields to out.
 --
 -- The jobs this script made available, in batch, come after those already
--- in A in fetch order (they arrive later), so A's head is popped first and
--- merged with them by priority; a job of the batch leased here never enters
--- A, and the rest of the batch is flushed to A (a job of A popped but not
--- taken, because the batch had more urgent ones, goes back with its score).
+-- in the available lists in fetch order (they arrive later), so the lists'
+-- heads are popped first, from the most urgent of bands on (the
+-- priorities read from M by read_meta), and merged with them by priority;
+-- a job of the batch leased here never enters a list, and the rest of the
+-- batch is flushed to the lists' tails (a job popped but not taken,
+-- because the batch had more urgent ones, goes back to its list's head).
 --
 -- handed lists the chained jobs that just took over the slots of the jobs
 -- ahead of them (job_finish.lua), each {id, lease, k, lease_until}: lease
@@ -897,7 +985,7 @@ end
 -- behind each keyed job leased here whose key has parked jobs
 -- (chain_next); the chained jobs are appended to out after the leased ones.
 -- Returns how many jobs were taken; if that is max, how many are left
--- available (else 0); and how many of the batch were flushed to A.
+-- available (else 0); and how many of the batch were flushed to the lists.
 --
 -- rec, if not nil, is {key, nonce}: the jobs leased and chained here are
 -- recorded there (write_record) for the caller to take back should the
@@ -905,15 +993,26 @@ end
 --
 -- Fencing tokens are the queue's, not each key's, so that an idle key
 -- keeps nothing: each is one more than the queue's last (last, M's fence,
--- which the caller reads with the paused flag; 0 if none) and at
+-- which the caller reads with read_meta; 0 if none) and at
 -- least the server's ms × 1024, so that they rise even if the last was lost
 -- (a restart without persistence, a failover to a replica that missed it),
 -- provided the server clock did not go back and the queue leased fewer than
 -- 1024 keyed jobs a millisecond. Strictly rising per queue, they rise per
 -- key. (Exact in a Lua number, a double, until the year 2248.)
-local function lease(out, max, ttl, leases, now, last, batch, chain, handed, rec)
-  local popped = {}
-  if max > 0 then popped = redis.call('ZPOPMIN', A, max) end
+local function lease(out, max, ttl, leases, now, last, bands, batch, chain, handed, rec)
+  -- popped: {id, priority, ...} in fetch order.
+  local popped, drained = {}, {}
+  for _, p in ipairs(bands) do
+    local want = max - #popped / 2
+    if want <= 0 then break end
+    local ids = redis.call('LPOP', A .. p, want) or {}
+    for _, id in ipairs(ids) do
+      popped[#popped + 1] = id
+      popped[#popped + 1] = p
+    end
+    if #ids < want then drained[#drained + 1] = BAND_FIELDS[p + 1] end
+  end
+  if #drained > 0 then redis.call('HDEL', M, unpack(drained)) end
   local np, nb = #popped / 2, #batch / 2
   -- The batch in fetch order: by priority, then as collected.
   local order = {}
@@ -927,7 +1026,7 @@ local function lease(out, max, ttl, leases, now, last, batch, chain, handed, rec
   -- Merge: a popped job goes first unless a batch job is more urgent.
   local ids, taken, pi, bi = {}, {}, 1, 1
   while #ids < max and (pi <= np or bi <= nb) do
-    if bi > nb or (pi <= np and math.floor(tonumber(popped[2 * pi]) / SPAN) <= batch[2 * order[bi] - 1]) then
+    if bi > nb or (pi <= np and popped[2 * pi] <= batch[2 * order[bi] - 1]) then
       ids[#ids + 1] = popped[2 * pi - 1]
       pi = pi + 1
     else
@@ -939,17 +1038,28 @@ local function lease(out, max, ttl, leases, now, last, batch, chain, handed, rec
   if pi <= np then
     local back = {}
     for i = pi, np do
-      back[#back + 1] = popped[2 * i]
-      back[#back + 1] = popped[2 * i - 1]
+      local p = popped[2 * i]
+      if not back[p] then back[p] = {} end
+      back[p][#back[p] + 1] = popped[2 * i - 1]
     end
-    zadd(A, back)
+    for p = 0, MAX_PRIORITY do
+      if back[p] then push_band(p, back[p], true) end
+    end
   end
-  local made = flush_available(batch, taken)
-  -- Left available: A had more than it gave only if the pop was full.
+  local made, pushed = flush_available(batch, taken)
+  -- Left available: the lists had more than they gave only if the pop was
+  -- full.
   local n, left = #ids, 0
   if n == max then
     if np == max then
-      left = redis.call('ZCARD', A)
+      local lists, seen = {}, {}
+      for _, p in ipairs(bands) do
+        lists[#lists + 1], seen[p] = p, true
+      end
+      for p in pairs(pushed) do
+        if not seen[p] then lists[#lists + 1] = p end
+      end
+      left = available_count(lists)
     else
       left = np - pi + 1 + made
     end

@@ -29,17 +29,23 @@ if limit then
   if #ids > limit then
     local avail = {}
     for _, id in ipairs(ids) do
-      local score = redis.call('ZSCORE', A, id)
-      if score then avail[#avail + 1] = {id, tonumber(score)} end
+      local v = redis.call('HMGET', J .. id, 'state', 'prio')
+      if v[1] == 'available' then
+        local pos = redis.call('LPOS', A .. v[2], id)
+        if pos then avail[#avail + 1] = {id, tonumber(v[2]), pos} end
+      end
     end
     -- The least urgent first, and the latest admitted of a priority first.
-    table.sort(avail, function(x, y) return x[2] > y[2] end)
+    table.sort(avail, function(x, y)
+      if x[2] ~= y[2] then return x[2] > y[2] end
+      return x[3] > y[3]
+    end)
     local n = math.min(#ids - limit, #avail)
     if n > 0 then
       local pk = {}
       for i = 1, n do
         local id = avail[i][1]
-        redis.call('ZREM', A, id)
+        redis.call('LREM', A .. avail[i][2], 1, id)
         redis.call('SREM', h, id)
         redis.call('LPUSH', p, id)
         redis.call('HSET', J .. id, 'state', 'parked', 'parked', int(now))

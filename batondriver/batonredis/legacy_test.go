@@ -1,0 +1,82 @@
+package batonredis
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// toLegacy rewrites queue's available jobs as the versions before the
+// available lists kept them: one sorted set, "P:queue:{Q}:available",
+// scored priority × 2^42 + an arrival number counted in meta's seq. It
+// returns the IDs in fetch order.
+func toLegacy(t *testing.T, client rueidis.Client, d *Driver, queue string) []string {
+	t.Helper()
+	ctx := t.Context()
+	k := d.queueKeys(queue)
+	legacy := k.keys[keyAvailable][:len(k.keys[keyAvailable])-1]
+	var order []string
+	var seq int64
+	for p := range batondriver.MaxPriority + 1 {
+		list := k.keys[keyAvailable] + strconv.Itoa(p)
+		ids, err := client.Do(ctx, client.B().Lrange().Key(list).Start(0).Stop(-1).Build()).AsStrSlice()
+		require.NoError(t, err)
+		for _, id := range ids {
+			seq++
+			score := float64(int64(p)<<42 + seq)
+			require.NoError(t, client.Do(ctx, client.B().Zadd().Key(legacy).ScoreMember().ScoreMember(score, id).Build()).Error())
+		}
+		order = append(order, ids...)
+		require.NoError(t, client.Do(ctx, client.B().Del().Key(list).Build()).Error())
+		require.NoError(t, client.Do(ctx, client.B().Hdel().Key(k.keys[keyMeta]).Field("a"+strconv.Itoa(p)).Build()).Error())
+	}
+	require.NoError(t, client.Do(ctx, client.B().Hset().Key(k.keys[keyMeta]).FieldValue().FieldValue("seq", strconv.FormatInt(seq, 10)).Build()).Error())
+	return order
+}
+
+// Jobs that an older version left available, in its sorted set, are
+// fetched after an upgrade, in their order, behind the jobs this version
+// made available before the first fetch; two fetches move them (1,000 a
+// fetch), and the set and meta's seq are gone afterwards.
+func TestLegacyAvailableSetIsFetched(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	var jobs []*batondriver.JobInsert
+	for i := range 1200 {
+		jobs = append(jobs, newJob("k", []int{0, 4, 9}[i%3]))
+	}
+	insertJobs(t, d, q, jobs...)
+	legacy := toLegacy(t, client, d, q)
+	require.Len(t, legacy, 1200)
+	newer := insertJobs(t, d, q, newJob("k", 4), newJob("k", 0))
+
+	var got []string
+	for len(got) < 1202 {
+		res := fetchJobs(t, d, q, 100, time.Minute)
+		require.NotEmpty(t, res.Jobs, "fetched %d of 1202", len(got))
+		got = append(got, ids(res.Jobs)...)
+	}
+	require.Empty(t, fetchJobs(t, d, q, 100, time.Minute).Jobs)
+
+	// The first fetch moved the first 1,000 (the 400 of priority 0 and
+	// 400 of priority 4 among them) behind the newer jobs of their
+	// priorities; the second the rest.
+	want := []string{newer[1].ID}
+	want = append(want, legacy[:400]...)
+	want = append(want, newer[0].ID)
+	want = append(want, legacy[400:1200]...)
+	require.Equal(t, want, got)
+
+	k := d.queueKeys(q)
+	n, err := client.Do(t.Context(), client.B().Exists().Key(k.keys[keyAvailable][:len(k.keys[keyAvailable])-1]).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Zero(t, n, "the legacy set is left")
+	seq, err := client.Do(t.Context(), client.B().Hexists().Key(k.keys[keyMeta]).Field("seq").Build()).AsBool()
+	require.NoError(t, err)
+	require.False(t, seq, "meta's seq is left")
+}
