@@ -401,6 +401,20 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		require.True(t, res.Granted, "the mark outlived its WaitTTL")
 	})
 
+	// The mark lasts WaitTTL even while other waiters keep the queue
+	// alive for longer: then the token is a stranger and may wait.
+	t.Run("GiveUpMarkLastsWaitTTLInBusyQueue", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		f.grant(token(), 1)
+		other, w := token(), token()
+		f.wait(other, 1, 10*time.Second)
+		f.giveUp(w, 50*time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
+		_, res := f.wait(w, 1, 10*time.Second)
+		require.Equal(t, 2, res.Position, "the mark outlived its WaitTTL")
+		require.Equal(t, []string{other, w}, waiterTokens(f.inspect().Waiters))
+	})
+
 	t.Run("DeadWaiterIsDropped", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
 		holder := token()

@@ -32,9 +32,19 @@ local function gone()
   return {0, 0, 0, 0, next_expiry(), now}
 end
 
+-- Whether the token gave up less than its WaitTTL ago. I lives as long as
+-- the longest place or mark in it, so a mark past its expiry in X that no
+-- reap removed yet is still there: it no longer counts, and the token is a
+-- stranger again.
+local function gave_up()
+  if redis.call('HGET', I, token) ~= GONE then return false end
+  local expiry = redis.call('ZSCORE', X, token)
+  return expiry ~= false and tonumber(expiry) > now
+end
+
 -- A queued or holding token cannot be marked (a give-up removes it), so a
 -- recheck looks for the mark only once it finds neither, below.
-if mode == 'wait' and redis.call('HGET', I, token) == GONE then
+if mode == 'wait' and gave_up() then
   return gone()
 end
 
@@ -62,7 +72,7 @@ if mode == 'recheck' then
     local fence = string.match(held, '^(%d+):')
     return {1, tonumber(fence), tonumber(redis.call('ZSCORE', H, held)) - now, 0, 0, now}
   end
-  if redis.call('HGET', I, token) == GONE then
+  if gave_up() then
     save(st)
     return gone()
   end
