@@ -37,7 +37,8 @@ type LockDriver interface {
 	// key's FIFO wait queue, or, if already queued, refreshes its place there.
 	// With Recheck, Token is a waiter asking again: if it was granted a slot
 	// while it waited, the result reports that grant; if it is still queued,
-	// its place is refreshed; if its place expired, it queues again.
+	// its place is refreshed; if its place expired, or the lease it was
+	// granted ran out before it asked, it asks anew as a waiter.
 	// A Token that gave up before its waiting call ran (see LockRelease) is
 	// neither granted nor queued by it: Granted false, Position 0.
 	LockAcquire(ctx context.Context, p *LockAcquireParams) (*LockAcquireResult, error)

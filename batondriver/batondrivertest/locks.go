@@ -320,6 +320,34 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		require.Len(t, f.inspect().Holders, 1, "a recheck must not take a second slot")
 	})
 
+	// A grant that ran out before its waiter heard of it (the notice lost,
+	// the waiter slow) is no longer held, on a semaphore with slots free
+	// too: a recheck then asks anew, and is never told of a lease that
+	// has already ended.
+	t.Run("RecheckAfterGrantExpiredAsksAnew", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		a, b := f.grant("a", 2), f.grant("b", 2)
+		w := token()
+		lis, err := f.d.LockListen(f.ctx, &batondriver.LockListenParams{Key: f.key, Token: w})
+		require.NoError(t, err)
+		t.Cleanup(lis.Close)
+		p := &batondriver.LockAcquireParams{Key: f.key, Token: w, Limit: 2, TTL: 50 * time.Millisecond, Wait: true, WaitTTL: 10 * time.Second}
+		res, err := f.d.LockAcquire(f.ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Position)
+		f.release("b", b.Fence)
+		stale := f.notice(lis)
+		f.release("a", a.Fence)
+		time.Sleep(100 * time.Millisecond) // the grant runs out unheard
+		p.Recheck = true
+		res, err = f.d.LockAcquire(f.ctx, p)
+		require.NoError(t, err)
+		require.True(t, res.Granted, "both slots are free")
+		require.Equal(t, 50*time.Millisecond, res.TTL, "a recheck reported a lease that had ended")
+		require.Greater(t, res.Fence, stale.Fence)
+		require.Len(t, f.inspect().Holders, 1)
+	})
+
 	t.Run("WaiterGivingUpLeavesQueue", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
 		holder := token()

@@ -494,3 +494,37 @@ func cleanupSorted(s ...string) []string {
 	slices.Sort(s)
 	return s
 }
+
+// TestRecheckOfExpiredGrantCleanup: a recheck that finds its grant ran out
+// unheard removes it, leaving the holders key empty, and is granted anew:
+// the holders key it writes again expires with the new lease.
+func TestRecheckOfExpiredGrantCleanup(t *testing.T) {
+	t.Parallel()
+	client, d, _ := cleanupSetup(t)
+	ctx := context.Background()
+	const key = "expired-grant"
+	h := d.lockKeys(key).keys[0]
+	try := func(tok string) *batondriver.LockAcquireResult {
+		res, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: tok, Limit: 2, TTL: 10 * time.Second})
+		require.NoError(t, err)
+		require.True(t, res.Granted)
+		return res
+	}
+	a, b := try("a"), try("b")
+	p := &batondriver.LockAcquireParams{Key: key, Token: "w", Limit: 2, TTL: 50 * time.Millisecond, Wait: true, WaitTTL: 10 * time.Second}
+	res, err := d.LockAcquire(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Position)
+	for tok, fence := range map[string]uint64{"b": b.Fence, "a": a.Fence} {
+		_, err := d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: key, Token: tok, Fence: fence})
+		require.NoError(t, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	p.Recheck, p.TTL = true, 5*time.Second
+	res, err = d.LockAcquire(ctx, p)
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	pttl := cleanupPTTL(t, client, h)
+	require.Positive(t, pttl, "the holders key has no expiry")
+	require.LessOrEqual(t, pttl, int64(5000))
+}

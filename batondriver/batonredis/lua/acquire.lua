@@ -68,9 +68,21 @@ if mode == 'recheck' then
   end
   local held = find_holder(token)
   if held then
-    save(st)
-    local fence = string.match(held, '^(%d+):')
-    return {1, tonumber(fence), tonumber(redis.call('ZSCORE', H, held)) - now, 0, 0, now}
+    local left = tonumber(redis.call('ZSCORE', H, held)) - now
+    if left > 0 then
+      save(st)
+      local fence = string.match(held, '^(%d+):')
+      return {1, tonumber(fence), left, 0, 0, now}
+    end
+    -- The grant ran out before its waiter heard of it (left in H since
+    -- the key was not full, so n counted every member): it is held no
+    -- more. Its slot goes to the queue's head, and the token asks anew
+    -- below, as if its place had expired. H is gone if it was the last.
+    redis.call('ZREM', H, held)
+    n = n - 1
+    existed = n > 0
+    promoted, n, more = promote(st, now, n, existed, ARGV[6])
+    existed = existed or promoted > 0
   end
   if gave_up() then
     save(st)
