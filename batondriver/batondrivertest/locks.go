@@ -457,6 +457,24 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		require.Equal(t, []string{alive}, tokens(f.inspect().Holders))
 	})
 
+	// A waiter whose place expired (its process paused past WaitTTL) and
+	// asks again queues again, behind those who kept their places, also
+	// while the key is full and nothing dropped it yet.
+	t.Run("RecheckAfterPlaceExpiredQueuesAgain", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		f.grant(token(), 1)
+		late, alive := token(), token()
+		f.wait(late, 1, 50*time.Millisecond) // not refreshed in time
+		f.wait(alive, 1, 10*time.Second)
+		time.Sleep(100 * time.Millisecond)
+		res, err := f.d.LockAcquire(f.ctx, &batondriver.LockAcquireParams{
+			Key: f.key, Token: late, Limit: 1, TTL: 10 * time.Second, Recheck: true, WaitTTL: 10 * time.Second,
+		})
+		require.NoError(t, err)
+		require.Equal(t, 2, res.Position, "an expired place was kept")
+		require.Equal(t, []string{alive, late}, waiterTokens(f.inspect().Waiters))
+	})
+
 	t.Run("ExpiredHolderSlotGoesToWaiter", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
 		crashed := token()

@@ -56,7 +56,11 @@ promoted, n, more = promote(st, now, n, existed, ARGV[6])
 existed = existed or promoted > 0
 
 if mode == 'recheck' then
-  if redis.call('ZSCORE', W, token) then
+  -- A place that expired but was not dropped yet (a full key reaps no
+  -- waiters) is lost all the same: the token queues again below, behind
+  -- those who kept theirs.
+  local place = redis.call('ZSCORE', X, token)
+  if place and tonumber(place) > now and redis.call('ZSCORE', W, token) then
     local wttl = tonumber(ARGV[5])
     touch(st, wttl)
     save(st)
