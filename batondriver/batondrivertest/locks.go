@@ -443,6 +443,20 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		require.Equal(t, []string{other, w}, waiterTokens(f.inspect().Waiters))
 	})
 
+	// Nor does a waiter with a shorter WaitTTL (another process's
+	// setting), queued after the give-up, cut the mark short.
+	t.Run("GiveUpMarkOutlivesShorterPlaces", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		f.grant(token(), 1)
+		w := token()
+		f.giveUp(w, 10*time.Second)
+		f.wait(token(), 1, 50*time.Millisecond)
+		time.Sleep(150 * time.Millisecond)
+		_, res := f.wait(w, 1, 10*time.Second)
+		require.Zero(t, res.Position, "the mark went with a shorter place")
+		require.Empty(t, f.inspect().Waiters)
+	})
+
 	t.Run("DeadWaiterIsDropped", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
 		holder := token()

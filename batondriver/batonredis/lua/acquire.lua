@@ -111,7 +111,10 @@ if mode == 'try' then
 end
 
 local wttl = tonumber(ARGV[5])
+-- X and I can exist without W: they also hold give-up marks, which may
+-- last longer than this place.
 local queued = redis.call('EXISTS', W) == 1
+local placed = redis.call('EXISTS', X) == 1
 local seq = new_seq(st, now)
 touch(st, wttl)
 save(st)
@@ -119,6 +122,6 @@ redis.call('ZADD', W, seq, token)
 redis.call('ZADD', X, now + wttl, token)
 redis.call('HSET', I, token, ARGV[2] .. '|' .. ARGV[7])
 expire_at_least(W, wttl, queued)
-expire_at_least(X, wttl, queued)
-expire_at_least(I, wttl, queued)
+expire_at_least(X, wttl, placed)
+expire_at_least(I, wttl, placed)
 return {0, 0, 0, redis.call('ZCARD', W), next_expiry(), now}
