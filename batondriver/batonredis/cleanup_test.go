@@ -528,3 +528,31 @@ func TestRecheckOfExpiredGrantCleanup(t *testing.T) {
 	require.Positive(t, pttl, "the holders key has no expiry")
 	require.LessOrEqual(t, pttl, int64(5000))
 }
+
+// TestReapedHoldersKeyExpires: a grant that first reaps the expired holder
+// standing in its way, emptying the holders key (and so deleting it), writes
+// that key anew with the new lease's expiry. The key outlived the holder
+// because the holder's last extension shortened its lease.
+func TestReapedHoldersKeyExpires(t *testing.T) {
+	t.Parallel()
+	client, d, _ := cleanupSetup(t)
+	ctx := context.Background()
+	const key = "left-to-expire"
+	h := d.lockKeys(key).keys[0]
+	try := func(tok string) *batondriver.LockAcquireResult {
+		t.Helper()
+		res, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: tok, Limit: 1, TTL: 10 * time.Second})
+		require.NoError(t, err)
+		require.True(t, res.Granted, tok)
+		return res
+	}
+	a := try("a")
+	ext, err := d.LockExtend(ctx, &batondriver.LockExtendParams{Key: key, Token: "a", Fence: a.Fence, TTL: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.True(t, ext.Extended)
+	time.Sleep(100 * time.Millisecond) // a's lease runs out; it never releases
+	try("b")
+	pttl := cleanupPTTL(t, client, h)
+	require.Positive(t, pttl, "the holders key has no expiry")
+	require.LessOrEqual(t, pttl, int64(10000))
+}

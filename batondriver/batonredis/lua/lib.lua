@@ -134,14 +134,15 @@ end
 
 -- The number of live holders and whether H exists. Expired holders are
 -- removed only when they could stand in the way: when the key looks full.
+-- Removing the last one deletes H, which a grant then writes anew and must
+-- give an expiry of its own (expire_at_least).
 local function holders(now, limit)
   local n = redis.call('ZCARD', H)
-  local existed = n > 0
   if n > 0 and n >= limit then
     redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
     n = redis.call('ZCARD', H)
   end
-  return n, existed
+  return n, n > 0
 end
 
 -- Drop waiters whose place expired (their process stopped refreshing it),
