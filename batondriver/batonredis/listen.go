@@ -57,7 +57,7 @@ func (l *listener) Close() {
 
 // LockListen implements batondriver.LockDriver. It returns once Redis has
 // confirmed the subscription, so a grant published after it returns reaches
-// the listener.
+// the listener; or with an error once ctx ends or the driver is closed.
 func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams) (batondriver.LockListener, error) {
 	if err := checkKeyToken(p.Key, p.Token); err != nil {
 		return nil, err
@@ -84,9 +84,14 @@ func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams
 	ready := s.ready
 	d.mu.Unlock()
 
+	// With a listener, the subscription stops only when the driver is
+	// closed; then the confirmation never comes.
 	select {
 	case <-ready:
 		return l, nil
+	case <-s.ctx.Done():
+		l.Close()
+		return nil, fmt.Errorf("batonredis: listen on %q: driver closed", p.Key)
 	case <-ctx.Done():
 		l.Close()
 		return nil, fmt.Errorf("batonredis: listen on %q: %w", p.Key, context.Cause(ctx))

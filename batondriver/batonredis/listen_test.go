@@ -65,3 +65,52 @@ func testListenUnsubscribes(t *testing.T, client rueidis.Client) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestListenEndsWithDriver: a LockListen still waiting for Redis to confirm
+// its subscription returns when the driver is closed, whatever its context:
+// Close stopped the subscription, so the confirmation never comes.
+func TestListenEndsWithDriver(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartT(t, nil)
+	client := newClient(t, srv.Addr())
+	d, err := New(client, &Config{Prefix: "t" + randomHex(6)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A connection that is up, to a server that answers nothing.
+	if err := client.Do(context.Background(), client.B().Ping().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Resume() })
+	done := make(chan error, 1)
+	go func() {
+		lis, err := d.LockListen(context.Background(), &batondriver.LockListenParams{Key: "k", Token: "tok"})
+		if err == nil {
+			lis.Close()
+		}
+		done <- err
+	}()
+	// Close once LockListen waits: its listener is registered.
+	for {
+		d.mu.Lock()
+		s := d.subs[d.lockKeys("k").channel+d.id]
+		waiting := s != nil && len(s.listeners) == 1
+		d.mu.Unlock()
+		if waiting {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("LockListen succeeded on a closed driver")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("LockListen still waiting 5s after the driver was closed")
+	}
+}
