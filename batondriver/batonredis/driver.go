@@ -76,6 +76,7 @@ type Driver struct {
 	scripts *scripts
 
 	queuesSeen sync.Map     // queue names this instance added to the set of queues
+	keyCache   keyCache     // the keys of the queues used lately (jobkeys.go)
 	clocks     serverClocks // each queue's server clock, for fetch deadlines (serverclock.go)
 	leases     leaseRecords // record keys and lost leasing calls (leaserecords.go)
 	locksSeen  recentKeys   // lock keys this instance added to the index lately (lockindex.go)

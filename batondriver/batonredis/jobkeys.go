@@ -2,6 +2,7 @@ package batonredis
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/batonhq/baton/batondriver"
 )
@@ -68,7 +69,41 @@ const (
 	numQueueKeys
 )
 
+// queueKeys returns the keys of queue, from the cache when it has them.
+// Callers must not change the slice: it may be shared.
 func (d *Driver) queueKeys(queue string) queueKeys {
+	return d.keyCache.get(queue, d.buildQueueKeys)
+}
+
+// keyCache keeps the keys of up to maxCachedQueues queues, so that the job
+// calls, which take fifteen queue keys each, do not build them on every
+// call. It is reset when full, so a process that works ever new queue
+// names holds a bounded set of them.
+type keyCache struct {
+	mu sync.RWMutex
+	m  map[string]queueKeys
+}
+
+const maxCachedQueues = 1024
+
+func (c *keyCache) get(queue string, build func(string) queueKeys) queueKeys {
+	c.mu.RLock()
+	k, ok := c.m[queue]
+	c.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = build(queue)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedQueues {
+		c.m = make(map[string]queueKeys)
+	}
+	c.m[queue] = k
+	c.mu.Unlock()
+	return k
+}
+
+func (d *Driver) buildQueueKeys(queue string) queueKeys {
 	base := d.prefix + ":queue:{" + queue + "}:"
 	return queueKeys{
 		base: base,

@@ -70,8 +70,15 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		}
 		args = append(args, p.Once.Name, strconv.FormatInt(p.Once.Tick.UnixMilli(), 10))
 	}
-	keys := d.queueKeys(p.Queue).withJobs(ids...)
-	arr, err := d.insert(ctx, p.Queue, keys, args)
+	k := d.queueKeys(p.Queue)
+	f, keys := d.scripts.jobInsert, k.withJobs(ids...)
+	if len(p.Jobs) == 1 && p.Once == nil && args[8] == "" && args[12] == "" && args[7] == "0" {
+		// The most common insert, one job with neither concurrency key nor
+		// unique key, due now: job_insert_one.lua, sent only what it reads.
+		f, args = d.scripts.jobInsertOne, args[:insertOneArgs]
+		keys = []string{k.keys[keyMeta], k.keys[keyAvailable], k.keys[keyWake], k.job(ids[0])}
+	}
+	arr, err := d.insert(ctx, f, p.Queue, keys, args)
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
@@ -82,11 +89,11 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 	return res, nil
 }
 
-// insert runs job_insert. The queue joins the set of queue names with this
-// process's first insert into it, pipelined in the same round trip; later
-// inserts skip it.
-func (d *Driver) insert(ctx context.Context, queue string, keys, args []string) ([]rueidis.RedisMessage, error) {
-	f, c := d.scripts.jobInsert, d.client
+// insert runs f, job_insert or job_insert_one. The queue joins the set of
+// queue names with this process's first insert into it, pipelined in the
+// same round trip; later inserts skip it.
+func (d *Driver) insert(ctx context.Context, f *jobFunc, queue string, keys, args []string) ([]rueidis.RedisMessage, error) {
+	c := d.client
 	if _, registered := d.queuesSeen.Load(queue); registered {
 		return f.Exec(ctx, c, keys, args).ToArray()
 	}
@@ -114,8 +121,12 @@ func (d *Driver) insert(ctx context.Context, queue string, keys, args []string) 
 	return arr, nil
 }
 
-// insertArgs is the number of script arguments per job of job_insert.lua.
-const insertArgs = 15
+// insertArgs is the number of script arguments per job of job_insert.lua;
+// job_insert_one.lua takes the first insertOneArgs of them.
+const (
+	insertArgs    = 15
+	insertOneArgs = 7
+)
 
 // The codes job_insert.lua replies per job (lua/joblib.lua, job_insert.lua).
 const (

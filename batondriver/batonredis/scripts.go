@@ -38,6 +38,9 @@ var luaJobLib string
 //go:embed lua/job_insert.lua
 var luaJobInsert string
 
+//go:embed lua/job_insert_one.lua
+var luaJobInsertOne string
+
 //go:embed lua/job_fetch.lua
 var luaJobFetch string
 
@@ -83,11 +86,12 @@ type scripts struct {
 	acquire, release, extend, setLimit, inspect *rueidis.Lua
 
 	// The job transitions, one function library (functions.go).
-	jobLib                                              *jobLibrary
-	jobInsert, jobFetch, jobExtend, jobFinish, jobRetry *jobFunc
-	jobDelete, jobPause, jobList, jobStats              *jobFunc
-	keySetLimit, keyGet, keyList                        *jobFunc
-	scheduleRegister, scheduleList                      *jobFunc
+	jobLib                                       *jobLibrary
+	jobInsert, jobInsertOne, jobFetch, jobExtend *jobFunc
+	jobFinish, jobRetry                          *jobFunc
+	jobDelete, jobPause, jobList, jobStats       *jobFunc
+	keySetLimit, keyGet, keyList                 *jobFunc
+	scheduleRegister, scheduleList               *jobFunc
 }
 
 // newScripts compiles the scripts, the job transitions with jobLib as their
@@ -98,7 +102,7 @@ func newScripts(jobLib string) *scripts {
 	// commands on network errors without end, and an unreachable server
 	// must give a clear error here as everywhere else.
 	lib, f := newJobLibrary(jobLib, map[string]string{
-		"job_insert": luaJobInsert, "job_fetch": luaJobFetch, "job_extend": luaJobExtend,
+		"job_insert": luaJobInsert, "job_insert_one": luaJobInsertOne, "job_fetch": luaJobFetch, "job_extend": luaJobExtend,
 		"job_finish": luaJobFinish, "job_retry": luaJobRetry, "job_delete": luaJobDelete,
 		"job_pause": luaJobPause, "job_list": luaJobList, "job_stats": luaJobStats,
 		"key_setlimit": luaKeySetLimit, "key_get": luaKeyGet, "key_list": luaKeyList,
@@ -113,7 +117,7 @@ func newScripts(jobLib string) *scripts {
 		inspect: compile(luaInspect),
 
 		jobLib:    lib,
-		jobInsert: f["job_insert"], jobFetch: f["job_fetch"], jobExtend: f["job_extend"],
+		jobInsert: f["job_insert"], jobInsertOne: f["job_insert_one"], jobFetch: f["job_fetch"], jobExtend: f["job_extend"],
 		jobFinish: f["job_finish"], jobRetry: f["job_retry"], jobDelete: f["job_delete"],
 		jobPause: f["job_pause"], jobList: f["job_list"], jobStats: f["job_stats"],
 		keySetLimit: f["key_setlimit"], keyGet: f["key_get"], keyList: f["key_list"],
@@ -135,7 +139,7 @@ func (s *scripts) withOwnLibrary() *scripts {
 	c := *s
 	c.jobLib = &jobLibrary{name: s.jobLib.name, src: s.jobLib.src}
 	for _, f := range []**jobFunc{
-		&c.jobInsert, &c.jobFetch, &c.jobExtend, &c.jobFinish, &c.jobRetry,
+		&c.jobInsert, &c.jobInsertOne, &c.jobFetch, &c.jobExtend, &c.jobFinish, &c.jobRetry,
 		&c.jobDelete, &c.jobPause, &c.jobList, &c.jobStats,
 		&c.keySetLimit, &c.keyGet, &c.keyList,
 		&c.scheduleRegister, &c.scheduleList,

@@ -34,37 +34,6 @@ if #ARGV > njobs * PER_JOB then
   redis.call('HSET', M, field, ARGV[njobs * PER_JOB + 2])
 end
 local snow = int(now)
--- Store the job of ARGV offset a at key, with neither key nor unique key,
--- in state with run_at at, and the fields in ... (tags and metadata, when
--- given). Its fields go to HSET directly, without a table and unpack: for
--- the most common job those cost more than the command.
-local function store_plain(key, a, state, at, ...)
-  redis.call('HSET', key, 'kind', ARGV[a + 2], 'args', ARGV[a + 3], 'prio', ARGV[a + 4],
-    'attempt', '0', 'max', ARGV[a + 5], 'created', snow, 'state', state, 'run_at', at, ...)
-end
--- The same with the job's tags and metadata, those given.
-local function store_plain_job(key, a, state, at)
-  local tags, meta = ARGV[a + 6], ARGV[a + 7]
-  if tags ~= '' and meta ~= '' then
-    store_plain(key, a, state, at, 'tags', tags, 'meta', meta)
-  elseif tags ~= '' then
-    store_plain(key, a, state, at, 'tags', tags)
-  elseif meta ~= '' then
-    store_plain(key, a, state, at, 'meta', meta)
-  else
-    store_plain(key, a, state, at)
-  end
-end
--- The most common call, one job with neither key nor unique key, due now
--- and for no schedule, takes a short path that builds no tables: what the
--- loop below does for it, in the same order.
-if njobs == 1 and #ARGV == PER_JOB and ARGV[9] == '' and ARGV[13] == '' and ARGV[8] == '0' then
-  local p = ARGV[4]
-  store_plain_job(KEYS[FIRST_JOB_KEY], 0, 'available', snow)
-  if redis.call('RPUSH', A .. p, ARGV[1]) == 1 then redis.call('HSET', M, 'a' .. p, '1') end
-  wake(1)
-  return {now, AVAILABLE}
-end
 local out, rows = {now}, {}
 -- sched lists {run_at, id, ...} to add to S at the end; pending maps the
 -- ID of a job scheduled here to the index of its run_at there.
@@ -116,7 +85,7 @@ for i = FIRST_JOB_KEY, #KEYS do
       make_available(avail, id, ARGV[a + 4])
       code = AVAILABLE
     end
-    store_plain_job(KEYS[i], a, state, at)
+    store_plain(KEYS[i], ARGV, a, snow, state, at)
   elseif not code then
     local t = {'kind', ARGV[a + 2], 'args', ARGV[a + 3], 'prio', ARGV[a + 4],
       'attempt', '0', 'max', ARGV[a + 5], 'created', snow}

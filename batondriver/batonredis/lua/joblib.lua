@@ -3,9 +3,9 @@
 -- called with FCALL), so that these definitions run once at load rather
 -- than at every call; where functions are missing (Redis < 7) each
 -- transition runs as a script with this file prepended. Either way a
--- transition starts with bind(KEYS). Every job transition takes the same
--- first fifteen KEYS, the keys of one queue Q, all in one hash slot (they
--- share the hash tag {Q}):
+-- transition starts with bind(KEYS). Every job transition but
+-- job_insert_one.lua (see bind_one) takes the same first fifteen KEYS, the
+-- keys of one queue Q, all in one hash slot (they share the hash tag {Q}):
 --
 --   KEYS[1]  M  hash: paused ("1" while paused), dropped (jobs ever
 --               dropped), once:<name> (schedules' ticks), fence (the last
@@ -86,6 +86,14 @@ local FIRST_JOB_KEY = 16
 local function bind(keys)
   M, A, S, R, C, D, X, W, J = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9]
   K, KI, PK, Y, U, UP = keys[10], keys[11], keys[12], keys[13], keys[14], keys[15]
+end
+
+-- bind_one sets the keys of a call of job_insert_one.lua, which takes only
+-- M, A and W (then its job's key), and leaves the other queue keys unset,
+-- so that a use of one fails instead of touching the wrong key.
+local function bind_one(keys)
+  M, A, W = keys[1], keys[2], keys[3]
+  S, R, C, D, X, J, K, KI, PK, Y, U, UP = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 end
 
 -- The fields of a job, in the order replies carry them (jobFields in
@@ -249,6 +257,29 @@ local function read_meta()
     mv = redis.call('HMGET', M, unpack(META_FIELDS))
   end
   return mv[1] == '1', tonumber(mv[2]) or 0, flagged(mv, 4)
+end
+
+-- Store a job with neither concurrency key nor unique key at key: its
+-- fields from argv, offset a (id, kind, args, priority, max attempts, tags
+-- or "", metadata or "": job_insert.lua's order), created at screated, in
+-- state with run_at at. The fields go to HSET directly, without a table
+-- and unpack: for the most common job those cost more than the command.
+local function hset_plain(key, argv, a, screated, state, at, ...)
+  redis.call('HSET', key, 'kind', argv[a + 2], 'args', argv[a + 3], 'prio', argv[a + 4],
+    'attempt', '0', 'max', argv[a + 5], 'created', screated, 'state', state, 'run_at', at, ...)
+end
+
+local function store_plain(key, argv, a, screated, state, at)
+  local tags, meta = argv[a + 6], argv[a + 7]
+  if tags ~= '' and meta ~= '' then
+    hset_plain(key, argv, a, screated, state, at, 'tags', tags, 'meta', meta)
+  elseif tags ~= '' then
+    hset_plain(key, argv, a, screated, state, at, 'tags', tags)
+  elseif meta ~= '' then
+    hset_plain(key, argv, a, screated, state, at, 'meta', meta)
+  else
+    hset_plain(key, argv, a, screated, state, at)
+  end
 end
 
 -- Wake up to n waiting fetchers: a token each, LPUSHed to W. When W grows
