@@ -21,81 +21,52 @@ import (
 )
 
 // floorLibrary is the bench's own function library, loaded on the private
-// server for table 4c: benchfloor_empty does nothing;
-// benchfloor_commands runs the five commands job_insert.lua runs for one
-// plain job made available (joblib.lua's now_ms, store_plain, next_seqs,
-// flush_available and wake), with none of its other logic;
-// benchfloor_list stores the job as they do but orders it only by a list,
-// as asynq does (no arrival number, no sorted set). These take the KEYS
-// and ARGV of Baton's insert of one job: the fifteen queue keys (KEYS[1]
-// the meta hash, KEYS[2] the available set, or the list, KEYS[8] the wake
-// list), the job's key, and its fifteen arguments (ARGV[1] id, 2 kind,
-// 3 args, 4 priority, 5 max attempts). benchfloor_list_slim is
-// benchfloor_list taking only what it reads: the list, the wake list and
-// the job's key, and the first five arguments.
+// server for table 4c. Each function takes the KEYS and ARGV of Baton's
+// insert of one plain job (job_insert_one.lua): the queue's meta hash, the
+// prefix of its available lists, its wake list and the job's key; the
+// job's ID, kind, args, priority, max attempts, tags and metadata.
+// benchfloor_empty does nothing; benchfloor_commands runs the four
+// commands job_insert_one runs (TIME, the job's HSET, RPUSH onto its
+// priority's list, LPUSH of a wake token) with none of its other Lua;
+// benchfloor_zset runs the five that the same insert ran before 3c0fdd5,
+// when available jobs were one sorted set: TIME, the HSET, HINCRBY of the
+// arrival number, ZADD, LPUSH wake.
 const floorLibrary = `#!lua name=benchfloor
 redis.register_function('benchfloor_empty', function(KEYS, ARGV)
   return 1
 end)
+local function now()
+  local t = redis.call('TIME')
+  return string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+end
 redis.register_function('benchfloor_commands', function(KEYS, ARGV)
-  local t = redis.call('TIME')
-  local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-  redis.call('HSET', KEYS[16], 'kind', ARGV[2], 'args', ARGV[3], 'prio', ARGV[4],
-    'attempt', '0', 'max', ARGV[5], 'created', now, 'state', 'available', 'run_at', now)
+  local at = now()
+  redis.call('HSET', KEYS[4], 'kind', ARGV[2], 'args', ARGV[3], 'prio', ARGV[4],
+    'attempt', '0', 'max', ARGV[5], 'created', at, 'state', 'available', 'run_at', at)
+  redis.call('RPUSH', KEYS[2] .. ARGV[4], ARGV[1])
+  redis.call('LPUSH', KEYS[3], '1')
+  return 1
+end)
+redis.register_function('benchfloor_zset', function(KEYS, ARGV)
+  local at = now()
+  redis.call('HSET', KEYS[4], 'kind', ARGV[2], 'args', ARGV[3], 'prio', ARGV[4],
+    'attempt', '0', 'max', ARGV[5], 'created', at, 'state', 'available', 'run_at', at)
   local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-  redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) * 4398046511104 + seq, ARGV[1])
-  redis.call('LPUSH', KEYS[8], '1')
-  return 1
-end)
-redis.register_function('benchfloor_list', function(KEYS, ARGV)
-  local t = redis.call('TIME')
-  local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-  redis.call('HSET', KEYS[16], 'kind', ARGV[2], 'args', ARGV[3], 'prio', ARGV[4],
-    'attempt', '0', 'max', ARGV[5], 'created', now, 'state', 'available', 'run_at', now)
-  redis.call('LPUSH', KEYS[2], ARGV[1])
-  redis.call('LPUSH', KEYS[8], '1')
-  return 1
-end)
-redis.register_function('benchfloor_list_slim', function(KEYS, ARGV)
-  local t = redis.call('TIME')
-  local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-  redis.call('HSET', KEYS[3], 'kind', ARGV[2], 'args', ARGV[3], 'prio', ARGV[4],
-    'attempt', '0', 'max', ARGV[5], 'created', now, 'state', 'available', 'run_at', now)
-  redis.call('LPUSH', KEYS[1], ARGV[1])
-  redis.call('LPUSH', KEYS[2], '1')
+  redis.call('ZADD', string.sub(KEYS[2], 1, -2), tonumber(ARGV[4]) * 4398046511104 + seq, ARGV[1])
+  redis.call('LPUSH', KEYS[3], '1')
   return 1
 end)
 `
 
-// floorSlimFcall is the FCALL of benchfloor_list_slim: a list, the wake
-// list and the job's key, and the five arguments it reads.
-func floorSlimFcall(c rueidis.Client, prefix, queue string, args []byte) rueidis.Completed {
-	base := prefix + ":queue:{" + queue + "}:"
-	id := jobid.New()
-	return c.B().Fcall().Function("benchfloor_list_slim").Numkeys(3).Key(base+"available", base+"wake", base+"job:"+id).
-		Arg(id, "bench", string(args), "1", "25").Build()
-}
-
-// floorQueueKeys are the suffixes of the fifteen queue keys, in the order
-// Baton's job functions take them (batonredis's jobkeys.go, which the bench
-// cannot reach): "P:queue:{Q}:" and each of these.
-var floorQueueKeys = []string{"meta", "available", "scheduled", "running", "completed", "dead",
-	"cancelled", "wake", "job:", "key:", "keys", "parked", "dropped", "unique", "unique_periods"}
-
 // floorFcall is the FCALL of function fn with what the driver sends to
-// insert one plain job into queue under key prefix prefix: the queue keys,
-// the key of a new job ID, and the job's fifteen arguments, as
-// batonredis's JobInsert makes them for the jobs of part 4.
+// insert one plain job due now into queue under key prefix prefix: the
+// four keys and seven arguments of job_insert_one.lua, as batonredis's
+// JobInsert makes them for the jobs of part 4.
 func floorFcall(c rueidis.Client, fn, prefix, queue string, args []byte) rueidis.Completed {
 	base := prefix + ":queue:{" + queue + "}:"
 	id := jobid.New()
-	keys := make([]string, 0, len(floorQueueKeys)+1)
-	for _, k := range floorQueueKeys {
-		keys = append(keys, base+k)
-	}
-	keys = append(keys, base+"job:"+id)
-	return c.B().Fcall().Function(fn).Numkeys(int64(len(keys))).Key(keys...).
-		Arg(id, "bench", string(args), "1", "25", "", "", "0", "", "", "", "", "", "", "").Build()
+	return c.B().Fcall().Function(fn).Numkeys(4).Key(base+"meta", base+"available:", base+"wake", base+"job:"+id).
+		Arg(id, "bench", string(args), "1", "25", "", "").Build()
 }
 
 // insertFloor prints table 4c: what one insert from one goroutine costs,
@@ -147,11 +118,8 @@ func insertFloor(ctx context.Context, e *env) error {
 		{"FCALL commands only", "fcall", func() error {
 			return rc.Do(ctx, floorFcall(rc, "benchfloor_commands", prefix, "commands", args)).Error()
 		}},
-		{"FCALL list model", "fcall", func() error {
-			return rc.Do(ctx, floorFcall(rc, "benchfloor_list", prefix, "list", args)).Error()
-		}},
-		{"FCALL list model, slim", "fcall", func() error {
-			return rc.Do(ctx, floorSlimFcall(rc, prefix, "slim", args)).Error()
+		{"FCALL sorted-set model", "fcall", func() error {
+			return rc.Do(ctx, floorFcall(rc, "benchfloor_zset", prefix, "zset", args)).Error()
 		}},
 		{"baton job_insert (driver)", "fcall", func() error {
 			_, err := b.Driver.JobInsert(ctx, &batondriver.JobInsertParams{Queue: "baton",
@@ -199,17 +167,16 @@ func insertFloor(ctx context.Context, e *env) error {
 	}
 	t.Note("asynq Enqueue:       asynq's Client enqueueing one task (go-redis; one EVALSHA), database 1, a queue of its own.")
 	t.Note("FCALL empty:         a function of the bench's library that returns 1 (rueidis), with the KEYS and ARGV of")
-	t.Note("                     Baton's insert of one job: the 15 queue keys and the job's key, its 15 arguments.")
-	t.Note("FCALL commands only: the same call to a function running job_insert's commands for one available job and")
-	t.Note("                     nothing else: TIME, HSET of 8 fields, HINCRBY seq, ZADD to the available set, LPUSH wake.")
-	t.Note("FCALL list model:    not Baton: the same call to a function for a data model with no order but a list's,")
-	t.Note("                     as asynq has: TIME, the HSET, LPUSH of the ID onto a list, LPUSH wake (no HINCRBY, no ZADD).")
-	t.Note("FCALL list model, slim: that function with only the keys and arguments it reads: 3 keys, 5 arguments.")
+	t.Note("                     Baton's insert of one plain job (job_insert_one): 4 keys, 7 arguments.")
+	t.Note("FCALL commands only: the same call to a function running job_insert_one's commands and nothing else:")
+	t.Note("                     TIME, HSET of 8 fields, RPUSH onto the priority's available list, LPUSH wake.")
+	t.Note("FCALL sorted-set model: not Baton since 3c0fdd5: the same call to a function running the commands of the")
+	t.Note("                     insert when available jobs were one sorted set: TIME, the HSET, HINCRBY seq, ZADD, LPUSH wake.")
 	t.Note("baton job_insert:    batonredis's Driver.JobInsert of one job (no Client), as in \"insert x1\" above.")
 	t.Note("server µs/call:      INFO commandstats usec per call of fcall (evalsha for asynq), in-script commands included,")
 	t.Note("                     over the measured rounds. round trip: mean call as the client saw it, median round.")
 	t.Note("All rows run on the same server in one run, each on keys of its own. The rows after the empty FCALL add")
-	t.Note("one job per call, each to an available set or list of its own: they hold as many jobs in every round.")
+	t.Note("one job per call, each to a queue of its own: they hold as many jobs in every round.")
 	t.Print(os.Stdout)
 	return nil
 }
