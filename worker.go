@@ -161,15 +161,4 @@ func checkKind(kind string) error {
 // dashboard) call it to refuse a name before any backend call.
 func CheckQueueName(q string) error { return checkQueue(q) }
 
-func checkQueue(q string) error {
-	if q == "" || len(q) > 128 {
-		return fmt.Errorf("%w: queue name %q must have 1 to 128 bytes", batondriver.ErrBadParams, q)
-	}
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
-			return fmt.Errorf("%w: queue name %q: byte %q not allowed (use A-Z a-z 0-9 _ . : -)", batondriver.ErrBadParams, q, c)
-		}
-	}
-	return nil
-}
+func checkQueue(q string) error { return batondriver.CheckQueue(q) }

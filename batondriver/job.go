@@ -14,6 +14,9 @@ import (
 // every transition names exactly one queue. Batched methods take many jobs
 // of that queue at once: throughput comes from amortising round trips and
 // script entries, not from doing less.
+//
+// A queue's name is one that CheckQueue takes; every method that names a
+// queue refuses any other with an error wrapping ErrBadParams.
 type JobDriver interface {
 	KeyDriver
 
@@ -465,6 +468,27 @@ type JobListResult struct {
 // QueueParams name a queue.
 type QueueParams struct {
 	Queue string
+}
+
+// MaxQueueLen is the longest queue name, in bytes.
+const MaxQueueLen = 128
+
+// CheckQueue reports whether every backend takes name as a queue name: 1
+// to MaxQueueLen bytes of A-Z a-z 0-9 _ . : -, so that it needs no
+// escaping in any backend (a Redis key, a hash tag) and reads as itself.
+// Its error wraps ErrBadParams, names the queue and says what is wrong.
+// Drivers call it in every call that takes a queue.
+func CheckQueue(name string) error {
+	if name == "" || len(name) > MaxQueueLen {
+		return fmt.Errorf("%w: queue name %q must have 1 to %d bytes", ErrBadParams, name, MaxQueueLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return fmt.Errorf("%w: queue name %q: byte %q not allowed (use A-Z a-z 0-9 _ . : -)", ErrBadParams, name, c)
+		}
+	}
+	return nil
 }
 
 // QueueStatsResult counts a queue's jobs by state.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -1492,6 +1493,95 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		_, err = f.d.QueueStats(f.ctx, &batondriver.QueueParams{})
 		bad("stats: empty queue", err)
 		bad("pause: empty queue", f.d.QueuePause(f.ctx, &batondriver.QueuePauseParams{}))
+	})
+
+	// Every call that takes a queue refuses a name that is not 1 to
+	// batondriver.MaxQueueLen bytes of A-Z a-z 0-9 _ . : - (see
+	// batondriver.CheckQueue) with ErrBadParams, naming the queue, and
+	// changes nothing; a name of the longest length and every allowed
+	// byte works.
+	t.Run("BadQueueName", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		good := uniqueQueue() + "_.:-AZaz09"
+		good += strings.Repeat("x", batondriver.MaxQueueLen-len(good))
+		f.queue = good
+		row := f.insertOne(newJob())
+		require.Equal(t, good, f.get(row.ID).Queue)
+
+		bads := []string{"", "a b", "x!", "{q}", "q/1", "ключ", "q\x00", good + "x"}
+		for _, q := range bads {
+			calls := map[string]func() error{
+				"JobInsert": func() error {
+					_, err := f.d.JobInsert(f.ctx, &batondriver.JobInsertParams{Queue: q, Jobs: []*batondriver.JobInsert{newJob()}})
+					return err
+				},
+				"JobFetch": func() error {
+					_, err := f.d.JobFetch(f.ctx, &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Second})
+					return err
+				},
+				"JobWait": func() error {
+					return f.d.JobWait(f.ctx, &batondriver.JobWaitParams{Queue: q, Timeout: 10 * time.Millisecond})
+				},
+				"JobExtend": func() error {
+					_, err := f.d.JobExtend(f.ctx, &batondriver.JobExtendParams{Queue: q, Leases: []batondriver.JobLease{{ID: unknownID, Lease: "x"}}, TTL: time.Second})
+					return err
+				},
+				"JobFinish": func() error {
+					_, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: q, Finished: []*batondriver.JobFinish{
+						{JobLease: batondriver.JobLease{ID: unknownID, Lease: "x"}, Outcome: batondriver.JobOutcomeCompleted},
+					}})
+					return err
+				},
+				"JobGet": func() error {
+					_, err := f.d.JobGet(f.ctx, &batondriver.JobGetParams{Queue: q, ID: unknownID})
+					return err
+				},
+				"JobList": func() error {
+					_, err := f.d.JobList(f.ctx, &batondriver.JobListParams{Queue: q, State: batondriver.JobStateAvailable})
+					return err
+				},
+				"JobRetry": func() error {
+					_, err := f.d.JobRetry(f.ctx, &batondriver.JobGetParams{Queue: q, ID: unknownID})
+					return err
+				},
+				"JobDelete": func() error { return f.d.JobDelete(f.ctx, &batondriver.JobGetParams{Queue: q, ID: unknownID}) },
+				"QueueStats": func() error {
+					_, err := f.d.QueueStats(f.ctx, &batondriver.QueueParams{Queue: q})
+					return err
+				},
+				"QueuePause": func() error { return f.d.QueuePause(f.ctx, &batondriver.QueuePauseParams{Queue: q}) },
+				"QueueScheduleRegister": func() error {
+					return f.d.QueueScheduleRegister(f.ctx, &batondriver.QueueScheduleParams{Queue: q, Name: "s", Kind: "test", TTL: time.Hour})
+				},
+				"QueueScheduleList": func() error {
+					_, err := f.d.QueueScheduleList(f.ctx, &batondriver.QueueParams{Queue: q})
+					return err
+				},
+				"KeySetLimit": func() error {
+					_, err := f.d.KeySetLimit(f.ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "k", Limit: 1})
+					return err
+				},
+				"KeyGet": func() error {
+					_, err := f.d.KeyGet(f.ctx, &batondriver.KeyParams{Queue: q, Key: "k"})
+					return err
+				},
+				"KeyList": func() error {
+					_, err := f.d.KeyList(f.ctx, &batondriver.KeyListParams{Queue: q})
+					return err
+				},
+			}
+			for name, call := range calls {
+				err := call()
+				require.ErrorIs(t, err, batondriver.ErrBadParams, "%s(%q)", name, q)
+				require.ErrorContains(t, err, fmt.Sprintf("queue name %q", q), "%s(%q)", name, q)
+			}
+		}
+		queues, err := f.d.QueueList(f.ctx)
+		require.NoError(t, err)
+		require.Contains(t, queues, good)
+		for _, q := range bads {
+			require.NotContains(t, queues, q, "a refused name was listed")
+		}
 	})
 }
 

@@ -335,10 +335,7 @@ func badParams(format string, args ...any) error {
 }
 
 func checkQueue(queue string) error {
-	if queue == "" {
-		return badParams("empty queue name")
-	}
-	return nil
+	return batondriver.CheckQueue(queue)
 }
 
 func checkJob(queue, id string) error {

@@ -1,7 +1,6 @@
 package batonredis
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/batonhq/baton/batondriver"
@@ -155,14 +154,5 @@ func (d *Driver) queuesKey() string { return d.prefix + ":queues" }
 // checkQueue reports whether queue is a valid name: 1 to 128 bytes of
 // [A-Za-z0-9_.:-].
 func checkQueue(queue string) error {
-	ok := len(queue) >= 1 && len(queue) <= maxQueueLen
-	for i := 0; ok && i < len(queue); i++ {
-		c := queue[i]
-		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c == '_' || c == '.' || c == ':' || c == '-'
-	}
-	if !ok {
-		return fmt.Errorf("%w: queue name must be 1 to %d characters of [A-Za-z0-9_.:-]", batondriver.ErrBadParams, maxQueueLen)
-	}
-	return nil
+	return batondriver.CheckQueue(queue)
 }
