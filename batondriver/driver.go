@@ -124,6 +124,25 @@ type LockAcquireParams struct {
 	Recheck bool
 }
 
+// CheckLockAcquire checks what every backend requires of p: a Key and a
+// Token, a TTL of at least a millisecond, a Limit not negative, and, with
+// Wait or Recheck, a WaitTTL of at least a millisecond. The error wraps
+// ErrBadParams and names the key and the field that is wrong.
+func CheckLockAcquire(p *LockAcquireParams) error {
+	if err := checkLockToken(p.Key, p.Token); err != nil {
+		return err
+	}
+	switch {
+	case p.TTL < time.Millisecond:
+		return lockBad(p.Key, "TTL %v is under 1ms", p.TTL)
+	case p.Limit < 0:
+		return lockBad(p.Key, "Limit %d is negative", p.Limit)
+	case (p.Wait || p.Recheck) && p.WaitTTL < time.Millisecond:
+		return lockBad(p.Key, "WaitTTL %v is under 1ms (Wait and Recheck need one)", p.WaitTTL)
+	}
+	return nil
+}
+
 // LockAcquireResult is the result of LockAcquire.
 type LockAcquireResult struct {
 	// Granted reports whether Token holds a slot.
@@ -155,12 +174,15 @@ type LockReleaseParams struct {
 	WaitTTL time.Duration
 }
 
-// CheckLockRelease checks what every backend requires of p beyond its Key
-// and Token: a WaitTTL of 0 or at least a millisecond. The error wraps
-// ErrBadParams.
+// CheckLockRelease checks what every backend requires of p: a Key and a
+// Token, and a WaitTTL of 0 or at least a millisecond. The error wraps
+// ErrBadParams and names the key and the field that is wrong.
 func CheckLockRelease(p *LockReleaseParams) error {
+	if err := checkLockToken(p.Key, p.Token); err != nil {
+		return err
+	}
 	if p.WaitTTL < 0 || (p.WaitTTL > 0 && p.WaitTTL < time.Millisecond) {
-		return fmt.Errorf("%w: WaitTTL %v (0 or at least 1ms)", ErrBadParams, p.WaitTTL)
+		return lockBad(p.Key, "WaitTTL %v is neither 0 nor at least 1ms", p.WaitTTL)
 	}
 	return nil
 }
@@ -181,6 +203,22 @@ type LockExtendParams struct {
 	TTL   time.Duration
 }
 
+// CheckLockExtend checks what every backend requires of p: a Key and a
+// Token, a Fence (not 0) and a TTL of at least a millisecond. The error
+// wraps ErrBadParams and names the key and the field that is wrong.
+func CheckLockExtend(p *LockExtendParams) error {
+	if err := checkLockToken(p.Key, p.Token); err != nil {
+		return err
+	}
+	switch {
+	case p.Fence == 0:
+		return lockBad(p.Key, "Fence is 0, not a held lease's")
+	case p.TTL < time.Millisecond:
+		return lockBad(p.Key, "TTL %v is under 1ms", p.TTL)
+	}
+	return nil
+}
+
 // LockExtendResult is the result of LockExtend.
 type LockExtendResult struct {
 	// Extended is false when the lease was no longer held.
@@ -197,6 +235,19 @@ type LockSetLimitParams struct {
 	Reset bool
 }
 
+// CheckLockSetLimit checks what every backend requires of p: a Key, and,
+// unless Reset is set, a Limit not negative. The error wraps ErrBadParams
+// and names the key and the field that is wrong.
+func CheckLockSetLimit(p *LockSetLimitParams) error {
+	if err := checkLockKey(p.Key); err != nil {
+		return err
+	}
+	if !p.Reset && p.Limit < 0 {
+		return lockBad(p.Key, "Limit %d is negative", p.Limit)
+	}
+	return nil
+}
+
 // LockSetLimitResult is the result of LockSetLimit.
 type LockSetLimitResult struct {
 	// Promoted is how many waiters were granted slots by the change.
@@ -207,6 +258,10 @@ type LockSetLimitResult struct {
 type LockInspectParams struct {
 	Key string
 }
+
+// CheckLockInspect checks what every backend requires of p: a Key. The
+// error wraps ErrBadParams.
+func CheckLockInspect(p *LockInspectParams) error { return checkLockKey(p.Key) }
 
 // LockInspectResult is the result of LockInspect.
 type LockInspectResult struct {
@@ -247,6 +302,34 @@ type LockWaiter struct {
 type LockListenParams struct {
 	Key   string
 	Token string
+}
+
+// CheckLockListen checks what every backend requires of p: a Key and a
+// Token. The error wraps ErrBadParams and names the field that is wrong.
+func CheckLockListen(p *LockListenParams) error { return checkLockToken(p.Key, p.Token) }
+
+// checkLockKey refuses an empty lock key.
+func checkLockKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: lock Key is empty", ErrBadParams)
+	}
+	return nil
+}
+
+// checkLockToken refuses an empty lock key or token.
+func checkLockToken(key, token string) error {
+	if err := checkLockKey(key); err != nil {
+		return err
+	}
+	if token == "" {
+		return lockBad(key, "Token is empty")
+	}
+	return nil
+}
+
+// lockBad returns an ErrBadParams error about a field of a call on key.
+func lockBad(key, format string, args ...any) error {
+	return fmt.Errorf("%w: lock %q: %s", ErrBadParams, key, fmt.Sprintf(format, args...))
 }
 
 // ErrBadParams is wrapped by drivers when parameters are invalid.

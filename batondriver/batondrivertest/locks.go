@@ -2,6 +2,8 @@ package batondrivertest
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -589,26 +591,98 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		}
 	})
 
+	// Bad parameters are refused with ErrBadParams, and the error says which
+	// field is wrong, and of which key: it names that field and no other.
 	t.Run("BadParams", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
-		for name, p := range map[string]*batondriver.LockAcquireParams{
-			"empty key":    {Key: "", Token: token(), Limit: 1, TTL: time.Second},
-			"empty token":  {Key: f.key, Token: "", Limit: 1, TTL: time.Second},
-			"zero TTL":     {Key: f.key, Token: token(), Limit: 1},
-			"negative lim": {Key: f.key, Token: token(), Limit: -1, TTL: time.Second},
-			"no wait TTL":  {Key: f.key, Token: token(), Limit: 1, TTL: time.Second, Wait: true},
+		k := f.key
+		bad := func(t *testing.T, err error, key, field string, fields ...string) {
+			t.Helper()
+			require.ErrorIs(t, err, batondriver.ErrBadParams)
+			require.ErrorContains(t, err, field)
+			msg := err.Error()
+			if key != "" {
+				require.ErrorContains(t, err, fmt.Sprintf("%q", key), "the key is not named")
+				msg = strings.ReplaceAll(msg, fmt.Sprintf("%q", key), "")
+			}
+			for _, other := range fields {
+				if other != field {
+					require.NotRegexp(t, `\b`+other+`\b`, msg, "names %s, which is not wrong", other)
+				}
+			}
+		}
+
+		acquire := []string{"Key", "Token", "TTL", "Limit", "WaitTTL"}
+		for name, c := range map[string]struct {
+			p     batondriver.LockAcquireParams
+			field string
+		}{
+			"empty key":          {batondriver.LockAcquireParams{Token: token(), Limit: 1, TTL: time.Second}, "Key"},
+			"empty token":        {batondriver.LockAcquireParams{Key: k, Limit: 1, TTL: time.Second}, "Token"},
+			"zero TTL":           {batondriver.LockAcquireParams{Key: k, Token: token(), Limit: 1}, "TTL"},
+			"sub-ms TTL":         {batondriver.LockAcquireParams{Key: k, Token: token(), Limit: 1, TTL: time.Microsecond}, "TTL"},
+			"negative limit":     {batondriver.LockAcquireParams{Key: k, Token: token(), Limit: -1, TTL: time.Second}, "Limit"},
+			"no wait TTL":        {batondriver.LockAcquireParams{Key: k, Token: token(), Limit: 1, TTL: time.Second, Wait: true}, "WaitTTL"},
+			"recheck no waitTTL": {batondriver.LockAcquireParams{Key: k, Token: token(), Limit: 1, TTL: time.Second, Recheck: true}, "WaitTTL"},
+			"sub-ms wait TTL":    {batondriver.LockAcquireParams{Key: k, Token: token(), Limit: 1, TTL: time.Second, Wait: true, WaitTTL: time.Microsecond}, "WaitTTL"},
 		} {
-			_, err := f.d.LockAcquire(f.ctx, p)
-			require.ErrorIs(t, err, batondriver.ErrBadParams, name)
+			t.Run("LockAcquire "+name, func(t *testing.T) {
+				_, err := f.d.LockAcquire(f.ctx, &c.p)
+				bad(t, err, c.p.Key, c.field, acquire...)
+			})
 		}
-		_, err := f.d.LockSetLimit(f.ctx, &batondriver.LockSetLimitParams{Key: f.key, Limit: -1})
-		require.ErrorIs(t, err, batondriver.ErrBadParams)
-		_, err = f.d.LockExtend(f.ctx, &batondriver.LockExtendParams{Key: f.key, Token: token(), Fence: 1})
-		require.ErrorIs(t, err, batondriver.ErrBadParams)
-		for _, wttl := range []time.Duration{-time.Second, time.Microsecond} {
-			_, err = f.d.LockRelease(f.ctx, &batondriver.LockReleaseParams{Key: f.key, Token: token(), WaitTTL: wttl})
-			require.ErrorIs(t, err, batondriver.ErrBadParams, "WaitTTL %v", wttl)
+
+		release := []string{"Key", "Token", "WaitTTL"}
+		for name, c := range map[string]struct {
+			p     batondriver.LockReleaseParams
+			field string
+		}{
+			"empty key":         {batondriver.LockReleaseParams{Token: token()}, "Key"},
+			"empty token":       {batondriver.LockReleaseParams{Key: k}, "Token"},
+			"negative wait TTL": {batondriver.LockReleaseParams{Key: k, Token: token(), WaitTTL: -time.Second}, "WaitTTL"},
+			"sub-ms wait TTL":   {batondriver.LockReleaseParams{Key: k, Token: token(), WaitTTL: time.Microsecond}, "WaitTTL"},
+		} {
+			t.Run("LockRelease "+name, func(t *testing.T) {
+				_, err := f.d.LockRelease(f.ctx, &c.p)
+				bad(t, err, c.p.Key, c.field, release...)
+			})
 		}
+
+		extend := []string{"Key", "Token", "Fence", "TTL"}
+		for name, c := range map[string]struct {
+			p     batondriver.LockExtendParams
+			field string
+		}{
+			"empty key":   {batondriver.LockExtendParams{Token: token(), Fence: 1, TTL: time.Second}, "Key"},
+			"empty token": {batondriver.LockExtendParams{Key: k, Fence: 1, TTL: time.Second}, "Token"},
+			"zero TTL":    {batondriver.LockExtendParams{Key: k, Token: token(), Fence: 1}, "TTL"},
+			"zero fence":  {batondriver.LockExtendParams{Key: k, Token: token(), TTL: time.Second}, "Fence"},
+		} {
+			t.Run("LockExtend "+name, func(t *testing.T) {
+				_, err := f.d.LockExtend(f.ctx, &c.p)
+				bad(t, err, c.p.Key, c.field, extend...)
+			})
+		}
+
+		t.Run("LockSetLimit", func(t *testing.T) {
+			_, err := f.d.LockSetLimit(f.ctx, &batondriver.LockSetLimitParams{Key: k, Limit: -1})
+			bad(t, err, k, "Limit", "Key", "Limit")
+			_, err = f.d.LockSetLimit(f.ctx, &batondriver.LockSetLimitParams{Limit: 1})
+			bad(t, err, "", "Key", "Key", "Limit")
+		})
+		t.Run("LockInspect", func(t *testing.T) {
+			_, err := f.d.LockInspect(f.ctx, &batondriver.LockInspectParams{})
+			bad(t, err, "", "Key", "Key")
+		})
+		t.Run("LockListen", func(t *testing.T) {
+			_, err := f.d.LockListen(f.ctx, &batondriver.LockListenParams{Token: token()})
+			bad(t, err, "", "Key", "Key", "Token")
+			_, err = f.d.LockListen(f.ctx, &batondriver.LockListenParams{Key: k})
+			bad(t, err, k, "Token", "Key", "Token")
+		})
+		in := f.inspect()
+		require.Empty(t, in.Holders, "a refused call changed the key")
+		require.Empty(t, in.Waiters, "a refused call changed the key")
 	})
 }
 

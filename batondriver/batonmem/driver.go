@@ -19,7 +19,6 @@ import (
 	"cmp"
 	"container/list"
 	"context"
-	"fmt"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -257,13 +256,10 @@ func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquirePara
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if p.Key == "" || p.Token == "" {
-		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
+	if err := batondriver.CheckLockAcquire(p); err != nil {
+		return nil, err
 	}
 	wait := p.Wait || p.Recheck
-	if p.TTL < time.Millisecond || p.Limit < 0 || (wait && p.WaitTTL < time.Millisecond) {
-		return nil, fmt.Errorf("%w: TTL %v, Limit %d, WaitTTL %v", batondriver.ErrBadParams, p.TTL, p.Limit, p.WaitTTL)
-	}
 	sh := d.shard(p.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -308,9 +304,6 @@ func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleasePara
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if p.Key == "" || p.Token == "" {
-		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
-	}
 	if err := batondriver.CheckLockRelease(p); err != nil {
 		return nil, err
 	}
@@ -352,8 +345,8 @@ func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if p.Key == "" || p.Token == "" || p.TTL < time.Millisecond || p.Fence == 0 {
-		return nil, fmt.Errorf("%w: key %q, TTL %v, Fence %d", batondriver.ErrBadParams, p.Key, p.TTL, p.Fence)
+	if err := batondriver.CheckLockExtend(p); err != nil {
+		return nil, err
 	}
 	sh := d.shard(p.Key)
 	sh.mu.Lock()
@@ -383,8 +376,8 @@ func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitPa
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if p.Key == "" || (!p.Reset && p.Limit < 0) {
-		return nil, fmt.Errorf("%w: key %q, Limit %d", batondriver.ErrBadParams, p.Key, p.Limit)
+	if err := batondriver.CheckLockSetLimit(p); err != nil {
+		return nil, err
 	}
 	sh := d.shard(p.Key)
 	sh.mu.Lock()
@@ -405,8 +398,8 @@ func (d *Driver) LockInspect(ctx context.Context, p *batondriver.LockInspectPara
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if p.Key == "" {
-		return nil, fmt.Errorf("%w: empty key", batondriver.ErrBadParams)
+	if err := batondriver.CheckLockInspect(p); err != nil {
+		return nil, err
 	}
 	sh := d.shard(p.Key)
 	sh.mu.Lock()
@@ -442,8 +435,8 @@ func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if p.Key == "" || p.Token == "" {
-		return nil, fmt.Errorf("%w: empty key or token", batondriver.ErrBadParams)
+	if err := batondriver.CheckLockListen(p); err != nil {
+		return nil, err
 	}
 	l := &listener{sh: d.shard(p.Key), id: listenerID{p.Key, p.Token}, ch: make(chan batondriver.LockNotice, 4)}
 	l.sh.mu.Lock()

@@ -150,11 +150,11 @@ func (d *Driver) Close() {
 
 // LockAcquire implements batondriver.LockDriver.
 func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
-	if err := checkKeyToken(p.Key, p.Token); err != nil {
+	if err := batondriver.CheckLockAcquire(p); err != nil {
 		return nil, err
 	}
-	if p.TTL < time.Millisecond || p.Limit < 0 || ((p.Wait || p.Recheck) && p.WaitTTL < time.Millisecond) {
-		return nil, fmt.Errorf("%w: TTL %v, Limit %d, WaitTTL %v", batondriver.ErrBadParams, p.TTL, p.Limit, p.WaitTTL)
+	if err := checkToken(p.Key, p.Token); err != nil {
+		return nil, err
 	}
 	return d.acquire(ctx, p, d.scripts.acquire)
 }
@@ -190,10 +190,10 @@ func (d *Driver) acquire(ctx context.Context, p *batondriver.LockAcquireParams, 
 
 // LockRelease implements batondriver.LockDriver.
 func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleaseParams) (*batondriver.LockReleaseResult, error) {
-	if err := checkKeyToken(p.Key, p.Token); err != nil {
+	if err := batondriver.CheckLockRelease(p); err != nil {
 		return nil, err
 	}
-	if err := batondriver.CheckLockRelease(p); err != nil {
+	if err := checkToken(p.Key, p.Token); err != nil {
 		return nil, err
 	}
 	k := d.lockKeys(p.Key)
@@ -210,11 +210,11 @@ func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleasePara
 
 // LockExtend implements batondriver.LockDriver.
 func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
-	if err := checkKeyToken(p.Key, p.Token); err != nil {
+	if err := batondriver.CheckLockExtend(p); err != nil {
 		return nil, err
 	}
-	if p.TTL < time.Millisecond || p.Fence == 0 {
-		return nil, fmt.Errorf("%w: TTL %v, Fence %d", batondriver.ErrBadParams, p.TTL, p.Fence)
+	if err := checkToken(p.Key, p.Token); err != nil {
+		return nil, err
 	}
 	k := d.lockKeys(p.Key)
 	v, err := d.runIndexed(ctx, d.scripts.extend, "extend", p.Key, k.keys,
@@ -230,14 +230,11 @@ func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams
 
 // LockSetLimit implements batondriver.LockDriver.
 func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitParams) (*batondriver.LockSetLimitResult, error) {
-	if err := checkKey(p.Key); err != nil {
+	if err := batondriver.CheckLockSetLimit(p); err != nil {
 		return nil, err
 	}
 	limit := ""
 	if !p.Reset {
-		if p.Limit < 0 {
-			return nil, fmt.Errorf("%w: Limit %d", batondriver.ErrBadParams, p.Limit)
-		}
 		limit = itoa(p.Limit)
 	}
 	k := d.lockKeys(p.Key)
@@ -262,7 +259,7 @@ const maxInspectWaiters = 1000
 // LockInspect implements batondriver.LockDriver. It lists at most the first
 // 1000 waiters; WaiterCount counts them all.
 func (d *Driver) LockInspect(ctx context.Context, p *batondriver.LockInspectParams) (*batondriver.LockInspectResult, error) {
-	if err := checkKey(p.Key); err != nil {
+	if err := batondriver.CheckLockInspect(p); err != nil {
 		return nil, err
 	}
 	k := d.lockKeys(p.Key)
@@ -320,19 +317,11 @@ func (d *Driver) run(ctx context.Context, s *rueidis.Lua, op, key string, keys [
 	return v, nil
 }
 
-func checkKey(key string) error {
-	if key == "" {
-		return fmt.Errorf("%w: empty key", batondriver.ErrBadParams)
-	}
-	return nil
-}
-
-func checkKeyToken(key, token string) error {
-	if err := checkKey(key); err != nil {
-		return err
-	}
-	if token == "" || strings.ContainsAny(token, ":|") {
-		return fmt.Errorf("%w: token %q must be non-empty without ':' or '|'", batondriver.ErrBadParams, token)
+// checkToken refuses a token with ':' or '|' in it, which separate it from
+// other fields in the lock keys' members (lua/lib.lua).
+func checkToken(key, token string) error {
+	if strings.ContainsAny(token, ":|") {
+		return fmt.Errorf("%w: lock %q: Token %q holds ':' or '|'", batondriver.ErrBadParams, key, token)
 	}
 	return nil
 }

@@ -59,7 +59,10 @@ func (l *listener) Close() {
 // confirmed the subscription, so a grant published after it returns reaches
 // the listener; or with an error once ctx ends or the driver is closed.
 func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams) (batondriver.LockListener, error) {
-	if err := checkKeyToken(p.Key, p.Token); err != nil {
+	if err := batondriver.CheckLockListen(p); err != nil {
+		return nil, err
+	}
+	if err := checkToken(p.Key, p.Token); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
