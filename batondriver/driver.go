@@ -34,11 +34,13 @@ type LockDriver interface {
 	// earlier waiter is queued (waiters are never overtaken). Expired holders
 	// and waiters are removed first, and their slots go to waiters in arrival
 	// order. If the slot cannot be granted and Wait is set, Token joins the
-	// key's FIFO wait queue, or, if already queued, refreshes its place there.
+	// back of the key's FIFO wait queue; a Token already queued leaves its
+	// place for the back (it is queued once). Only Recheck keeps a place.
 	// With Recheck, Token is a waiter asking again: if it was granted a slot
 	// while it waited, the result reports that grant; if it is still queued,
-	// its place is refreshed; if its place expired, or the lease it was
-	// granted ran out before it asked, it asks anew as a waiter.
+	// it keeps its place, for WaitTTL more; if its place expired, or the
+	// lease it was granted ran out before it asked, it asks anew as a
+	// waiter.
 	// A Token that gave up before its waiting call ran (see LockRelease) is
 	// neither granted nor queued by it: Granted false, Position 0.
 	LockAcquire(ctx context.Context, p *LockAcquireParams) (*LockAcquireResult, error)
@@ -118,7 +120,7 @@ type LockAcquireParams struct {
 	// Wait makes the caller join the wait queue when not granted.
 	Wait bool
 	// WaitTTL is how long a waiter's place is kept without being refreshed
-	// by another LockAcquire with the same Token. Required when Wait is set.
+	// by a Recheck with the same Token. Required when Wait is set.
 	WaitTTL time.Duration
 	// Recheck marks a waiter that is already queued (it implies Wait).
 	Recheck bool

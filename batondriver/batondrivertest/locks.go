@@ -232,19 +232,46 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 	})
 
 	// A token that asks to wait again (not a recheck) while queued is
-	// queued once, at the back: it is granted one slot, and leaves no
+	// queued once, at the back, behind those who came after it: a Wait is
+	// an arrival, and only a Recheck keeps a waiter's place (batonlock
+	// waits once, then rechecks). It is granted one slot, and leaves no
 	// place behind.
 	t.Run("WaitTwiceQueuesOnce", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
+		again := func(tok string, recheck bool) int {
+			t.Helper()
+			res, err := f.d.LockAcquire(f.ctx, &batondriver.LockAcquireParams{
+				Key: f.key, Token: tok, Limit: 1, TTL: 10 * time.Second, Wait: true, Recheck: recheck, WaitTTL: 10 * time.Second,
+			})
+			require.NoError(t, err)
+			require.False(t, res.Granted)
+			return res.Position
+		}
 		a := f.grant("a", 1)
-		f.wait("b", 1, 10*time.Second)
-		_, res := f.wait("b", 1, 10*time.Second)
+		lb, res := f.wait("b", 1, 10*time.Second)
 		require.Equal(t, 1, res.Position)
-		require.Len(t, f.inspect().Waiters, 1)
-		f.release("a", a.Fence)
+		require.Equal(t, 1, again("b", false), "queued twice")
+		require.Equal(t, []string{"b"}, waiterTokens(f.inspect().Waiters))
+
+		lc, res := f.wait("c", 1, 10*time.Second)
+		require.Equal(t, 2, res.Position)
+		require.Equal(t, 1, again("b", true), "a recheck lost its place")
+		require.Equal(t, 2, again("b", false), "a second Wait kept its place")
 		in := f.inspect()
-		require.Len(t, in.Holders, 1)
-		require.Empty(t, in.Waiters)
+		require.Equal(t, []string{"c", "b"}, waiterTokens(in.Waiters))
+		require.Equal(t, 2, in.WaiterCount)
+
+		require.Equal(t, 1, f.release("a", a.Fence).Promoted)
+		c := f.notice(lc)
+		f.noNotice(lb)
+		in = f.inspect()
+		require.Equal(t, []string{"c"}, tokens(in.Holders))
+		require.Equal(t, []string{"b"}, waiterTokens(in.Waiters))
+		f.release("c", c.Fence)
+		f.notice(lb)
+		in = f.inspect()
+		require.Equal(t, []string{"b"}, tokens(in.Holders), "b granted once")
+		require.Empty(t, in.Waiters, "b left a place behind")
 	})
 
 	t.Run("WaitersGrantedInArrivalOrder", func(t *testing.T) {
