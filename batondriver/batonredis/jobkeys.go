@@ -38,9 +38,6 @@ import (
 // Queue names are restricted (checkQueue) so that they need no encoding and
 // read as themselves in redis-cli.
 
-// maxQueueLen is the longest queue name.
-const maxQueueLen = 128
-
 // queueKeys are the keys of one queue, in the order the job scripts expect
 // them (lua/joblib.lua), followed by job keys where a script takes them.
 type queueKeys struct {
@@ -151,8 +148,8 @@ func (k queueKeys) withSchedules() []string {
 // queuesKey is the set of queue names.
 func (d *Driver) queuesKey() string { return d.prefix + ":queues" }
 
-// checkQueue reports whether queue is a valid name: 1 to 128 bytes of
-// [A-Za-z0-9_.:-].
+// checkQueue reports whether queue is a valid name
+// (batondriver.CheckQueue).
 func checkQueue(queue string) error {
 	return batondriver.CheckQueue(queue)
 }
