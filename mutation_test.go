@@ -537,3 +537,94 @@ func TestChainedJobDoesNotStartUnderALapsedLease(t *testing.T) {
 	require.False(t, lost.Load(), "a chained job ran under a lease that was over")
 	require.EqualValues(t, 1, d.unchained.Load())
 }
+
+// ticksAt is a schedule firing at the given times, then hourly.
+type ticksAt []time.Time
+
+func (s ticksAt) Next(t time.Time) time.Time {
+	for _, at := range s {
+		if at.After(t) {
+			return at
+		}
+	}
+	return t.Add(time.Hour)
+}
+
+// lateSearch holds the reply of the search at Start for the schedules'
+// registrations (its QueueList, read at once) until a schedule has
+// registered, and tells of the queues the client registers in and of
+// each tick it inserts.
+type lateSearch struct {
+	batondriver.JobDriver
+	learned    chan struct{} // closed at the client's first registration
+	once       sync.Once
+	mu         sync.Mutex
+	registered []string // the queues, in order
+	ticks      chan time.Time
+}
+
+func (d *lateSearch) QueueList(ctx context.Context) ([]string, error) {
+	queues, err := d.JobDriver.QueueList(ctx)
+	select {
+	case <-d.learned:
+	case <-ctx.Done():
+	}
+	return queues, err
+}
+
+func (d *lateSearch) QueueScheduleRegister(ctx context.Context, p *batondriver.QueueScheduleParams) error {
+	d.mu.Lock()
+	d.registered = append(d.registered, p.Queue)
+	d.mu.Unlock()
+	err := d.JobDriver.QueueScheduleRegister(ctx, p)
+	d.once.Do(func() { close(d.learned) })
+	return err
+}
+
+func (d *lateSearch) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+	res, err := d.JobDriver.JobInsert(ctx, p)
+	if p.Once != nil {
+		d.ticks <- p.Once.Tick
+	}
+	return res, err
+}
+
+// A schedule whose first tick comes before the search at Start for its
+// registration has ended keeps the queue that tick's job went to: the
+// registration the search finds, in the queue its jobs have left, does
+// not take its place, and is not renewed.
+func TestLearnedQueueOutranksFoundRegistration(t *testing.T) {
+	t.Parallel()
+	d := &lateSearch{JobDriver: newJobDriver(t), learned: make(chan struct{}), ticks: make(chan time.Time, 10)}
+	now := time.Now()
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](noop), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: w, Logger: quiet, PollInterval: 5 * time.Second,
+		PeriodicJobs: []*baton.PeriodicJob{{
+			// The search ends just after the first tick, long before the second.
+			Name: "tick", Schedule: ticksAt{now.Add(100 * time.Millisecond), now.Add(400 * time.Millisecond)},
+			Job: func(time.Time) (baton.JobArgs, *baton.InsertOpts) {
+				return emailArgs{}, &baton.InsertOpts{Queue: "new"}
+			},
+		}},
+	})
+	require.NoError(t, err)
+	ctx := t.Context()
+	require.NoError(t, d.JobDriver.QueueScheduleRegister(ctx, &batondriver.QueueScheduleParams{
+		Queue: "old", Name: "tick", Kind: "email", TTL: time.Hour,
+	}))
+	_, err = c.Insert(ctx, emailArgs{}, &baton.InsertOpts{Queue: "old"}) // QueueList lists the queues with jobs
+	require.NoError(t, err)
+	start(t, c)
+	for range 2 { // the search's registration is seen to before the second tick
+		select {
+		case <-d.ticks:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the schedule did not fire twice")
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	require.Equal(t, "new", d.registered[0])
+	require.NotContains(t, d.registered, "old", "the registration found took the place of the queue learned at the first tick")
+}
