@@ -628,3 +628,116 @@ func TestLearnedQueueOutranksFoundRegistration(t *testing.T) {
 	require.Equal(t, "new", d.registered[0])
 	require.NotContains(t, d.registered, "old", "the registration found took the place of the queue learned at the first tick")
 }
+
+// losingChained reports the lease of the chained job lost in every renewal
+// made once losing is set, as a backend that lost it (a failover to a
+// replica that never had it) would, closing twice at the second report;
+// the other leases go through.
+type losingChained struct {
+	batondriver.JobDriver
+	chained string
+	losing  atomic.Bool
+	reports atomic.Int32
+	twice   chan struct{}
+}
+
+func newLosingChained(t *testing.T) *losingChained {
+	return &losingChained{JobDriver: newJobDriver(t), twice: make(chan struct{})}
+}
+
+func (d *losingChained) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
+	if !d.losing.Load() {
+		return d.JobDriver.JobExtend(ctx, p)
+	}
+	res := &batondriver.JobExtendResult{Now: time.Now()}
+	q := *p
+	q.Leases = nil
+	for _, l := range p.Leases {
+		if l.ID == d.chained {
+			res.Lost = append(res.Lost, l.ID)
+			continue
+		}
+		q.Leases = append(q.Leases, l)
+	}
+	if len(q.Leases) > 0 {
+		inner, err := d.JobDriver.JobExtend(ctx, &q)
+		if err != nil {
+			return nil, err
+		}
+		res.Lost = append(res.Lost, inner.Lost...)
+	}
+	if slices.Contains(res.Lost, d.chained) && d.reports.Add(1) == 2 {
+		close(d.twice)
+	}
+	return res, nil
+}
+
+// lostWhileRunning loses the lease of the chained job once it has started,
+// and runs the finish of the job ahead at once but holds its reply, within
+// the call's deadline, until another job has run.
+type lostWhileRunning struct {
+	*losingChained
+	ahead  string
+	ran    chan struct{} // closed by the other job's handler
+	held   atomic.Bool
+	cutOff atomic.Bool // the held reply came too late
+}
+
+func (d *lostWhileRunning) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	res, err := d.JobDriver.JobFinish(ctx, p)
+	if err == nil && slices.ContainsFunc(p.Finished, func(f *batondriver.JobFinish) bool { return f.ID == d.ahead }) &&
+		d.held.CompareAndSwap(false, true) {
+		select {
+		case <-d.ran:
+		case <-ctx.Done():
+			d.cutOff.Store(true)
+			return nil, ctx.Err()
+		}
+	}
+	return res, err
+}
+
+// A chained job whose lease is lost while it runs frees its worker as soon
+// as it returns: it has no outcome to record, and nothing may start
+// behind it, so it does not wait for the finish of the job ahead, which
+// may take as long as a call that leases.
+func TestLostChainedJobDoesNotWaitForTheJobAhead(t *testing.T) {
+	t.Parallel()
+	d := &lostWhileRunning{losingChained: newLosingChained(t), ran: make(chan struct{})}
+	lost := make(chan error, 1)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		if job.Args.N == 1 {
+			d.losing.Store(true)
+			<-ctx.Done()
+			lost <- context.Cause(ctx)
+			return ctx.Err()
+		}
+		return nil
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error {
+		close(d.ran)
+		return nil
+	}), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 1, LeaseTTL: time.Second,
+		HeartbeatInterval: 10 * time.Millisecond, PollInterval: 5 * time.Second, Logger: quiet})
+	require.NoError(t, err)
+	ids := insertBacklog(t, c, "a", 2)
+	d.ahead, d.chained = ids[0], ids[1]
+	start(t, c)
+	select {
+	case cause := <-lost:
+		require.ErrorIs(t, cause, baton.ErrLeaseLost)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the chained job's lease was not lost")
+	}
+	_, err = c.Insert(t.Context(), emailArgs{}, nil) // for the worker, once free
+	require.NoError(t, err)
+	select {
+	case <-d.ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the other job never ran")
+	}
+	require.True(t, d.held.Load())
+	require.False(t, d.cutOff.Load(), "the worker of the chained job whose lease was lost waited for the finish of the job ahead")
+}
