@@ -741,3 +741,84 @@ func TestLostChainedJobDoesNotWaitForTheJobAhead(t *testing.T) {
 	require.True(t, d.held.Load())
 	require.False(t, d.cutOff.Load(), "the worker of the chained job whose lease was lost waited for the finish of the job ahead")
 }
+
+// lostWhileWaiting runs the finish of the job ahead at once but holds its
+// reply, within the call's deadline, until the lease of the job chained
+// behind it, which has returned and waits for that reply, has been
+// reported lost twice: the first report has then been seen to. It tells
+// of a job chained behind that one, and of the recording of its outcome.
+type lostWhileWaiting struct {
+	*losingChained
+	ahead         string
+	held          atomic.Bool
+	cutOff        atomic.Bool // the held reply came too late
+	chainedBehind atomic.Bool
+	recorded      chan struct{}
+	record        sync.Once
+}
+
+func (d *lostWhileWaiting) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	res, err := d.JobDriver.JobFinish(ctx, p)
+	if err != nil {
+		return res, err
+	}
+	for _, row := range res.Jobs {
+		if row.After == d.chained {
+			d.chainedBehind.Store(true)
+		}
+	}
+	for _, f := range p.Finished {
+		switch {
+		case f.ID == d.chained:
+			d.record.Do(func() { close(d.recorded) })
+		case f.ID == d.ahead && d.held.CompareAndSwap(false, true):
+			select {
+			case <-d.twice:
+			case <-ctx.Done():
+				d.cutOff.Store(true)
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return res, nil
+}
+
+// A chained job that has returned, and waits for the finish of the job
+// ahead because it may chain the next job behind it, starts no job behind
+// it if its lease is reported lost meanwhile: the next job would run
+// under the lease lost.
+func TestNoJobStartsBehindALeaseLostWhileWaiting(t *testing.T) {
+	t.Parallel()
+	d := &lostWhileWaiting{losingChained: newLosingChained(t), recorded: make(chan struct{})}
+	var ends, third atomic.Int32
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+		if job.Args.N == 2 {
+			third.Add(1)
+		}
+		return nil
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 1, LeaseTTL: 2 * time.Second,
+		HeartbeatInterval: 10 * time.Millisecond, PollInterval: 5 * time.Second, Logger: quiet,
+		OnJobEnd: func(*baton.JobEvent) {
+			if ends.Add(1) == 2 { // the chained job's attempt, its outcome known
+				d.losing.Store(true)
+			}
+		}})
+	require.NoError(t, err)
+	ids := insertBacklog(t, c, "a", 3)
+	d.ahead, d.chained = ids[0], ids[1]
+	start(t, c)
+	select {
+	case <-d.recorded:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the chained job's outcome was not recorded")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, c.Stop(ctx)) // waits for any job started behind it
+	require.True(t, d.held.Load())
+	require.False(t, d.cutOff.Load(), "the held reply came after its deadline")
+	require.True(t, d.chainedBehind.Load(), "the finish of the job ahead chained no job behind the chained one")
+	require.Zero(t, third.Load(), "a job started behind a lease reported lost")
+}
