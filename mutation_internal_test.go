@@ -1,10 +1,14 @@
 package baton
 
-// White-box tests written to kill mutants of the group commit of inserts
-// and of launch that the other tests let survive.
+// White-box tests written to kill mutants of the group commit of inserts,
+// of launch and of the completer that the other tests let survive.
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,4 +164,149 @@ func TestLaunchChainsOneJobBehindALease(t *testing.T) {
 	require.Equal(t, "c", back[0].ID)
 	require.Equal(t, "lc", back[0].Lease)
 	require.True(t, back[0].GiveBack)
+}
+
+// stallArgs is a job whose handler waits for gates[N] of its congestion.
+type stallArgs struct {
+	N int `json:"n"`
+}
+
+func (stallArgs) Kind() string { return "stall" }
+
+// congestion takes the completer's call slots, all maxFinishing of them:
+// it holds the first finish of each of the stall jobs until release is
+// closed, then fails it without the backend seeing it (its retry records
+// the outcome, and leases nothing). Each stall job's handler waits until
+// the finish before its own is held, so that each finish is a call of its
+// own; outcomes that come once all are held wait for the completer in
+// runner.finishes. It keeps the params of every other finish.
+type congestion struct {
+	batondriver.JobDriver
+	mu       sync.Mutex
+	stall    map[string]int                  // stall job ID -> its place, until its finish is held
+	gates    [maxFinishing + 1]chan struct{} // gates[i] is closed once i finishes are held
+	release  chan struct{}
+	finishes []*batondriver.JobFinishParams
+}
+
+func (d *congestion) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	d.mu.Lock()
+	stall := -1
+	for _, f := range p.Finished {
+		if i, ok := d.stall[f.ID]; ok {
+			stall = i
+			delete(d.stall, f.ID)
+		}
+	}
+	if stall < 0 {
+		d.finishes = append(d.finishes, p)
+	}
+	d.mu.Unlock()
+	if stall >= 0 {
+		close(d.gates[stall+1])
+		select {
+		case <-d.release:
+			return nil, errors.New("injected: the call never reached the backend")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return d.JobDriver.JobFinish(ctx, p)
+}
+
+// finishOf returns the params of the finish that carried job id's outcome.
+func (d *congestion) finishOf(t *testing.T, id string) *batondriver.JobFinishParams {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.finishes {
+		if slices.ContainsFunc(p.Finished, func(f *batondriver.JobFinish) bool { return f.ID == id }) {
+			return p
+		}
+	}
+	require.Failf(t, "no finish carried the job's outcome", "job %s", id)
+	return nil
+}
+
+// congestedClient returns a client of one queue on a congestion, with
+// maxFinishing+1 workers, stall jobs 0 to maxFinishing-1 inserted and the
+// workers of add registered: the test inserts the jobs of its last worker,
+// which wait for gates[maxFinishing].
+func congestedClient(t *testing.T, add func(*Workers, *congestion)) (*Client, *congestion) {
+	t.Helper()
+	d := &congestion{JobDriver: batonmem.New(), stall: map[string]int{}, release: make(chan struct{})}
+	for i := range d.gates {
+		d.gates[i] = make(chan struct{})
+	}
+	close(d.gates[0])
+	w := NewWorkers()
+	AddWorker(w, WorkFunc[stallArgs](func(ctx context.Context, job *Job[stallArgs]) error {
+		select {
+		case <-d.gates[job.Args.N]:
+		case <-ctx.Done(): // the test failed: Stop cuts it off
+		}
+		return nil
+	}), nil)
+	if add != nil {
+		add(w, d)
+	}
+	c, err := NewClient(d, &Config{Workers: w, Concurrency: maxFinishing + 1, PollInterval: 5 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	for i := range maxFinishing {
+		res, err := c.Insert(t.Context(), stallArgs{N: i}, nil)
+		require.NoError(t, err)
+		d.stall[res.Job.ID] = i
+	}
+	return c, d
+}
+
+// stopCongested starts c, waits until an outcome waits for the completer,
+// whose call slots are all taken, then stops c, and lets the held calls
+// return once Stop has begun: the completer makes that outcome's finish
+// after Stop began.
+func stopCongested(t *testing.T, c *Client, d *congestion) {
+	t.Helper()
+	var once sync.Once
+	release := func() { once.Do(func() { close(d.release) }) }
+	t.Cleanup(func() { // should the test fail before Stop
+		release()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+	require.NoError(t, c.Start(context.Background()))
+	c.mu.Lock()
+	r := c.runner
+	c.mu.Unlock()
+	require.Eventually(t, func() bool {
+		select {
+		case <-d.gates[maxFinishing]: // the stall jobs' outcomes are all in held calls
+			return len(r.finishes) == 1
+		default:
+			return false
+		}
+	}, 5*time.Second, time.Millisecond)
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopped <- c.Stop(ctx)
+	}()
+	require.Eventually(t, func() bool { return r.fetchCtx.Err() != nil }, 5*time.Second, time.Millisecond)
+	release()
+	require.NoError(t, <-stopped)
+}
+
+// An outcome whose worker was handed to the completer, to lease the
+// worker's next job in the same call, asks for no job if its finish is
+// made once Stop has begun: the completer was congested meanwhile, and a
+// job leased now would only go back.
+func TestFinishMadeAfterStopBeganLeasesNothing(t *testing.T) {
+	t.Parallel()
+	c, d := congestedClient(t, nil)
+	res, err := c.Insert(t.Context(), stallArgs{N: maxFinishing}, nil)
+	require.NoError(t, err)
+	stopCongested(t, c, d)
+	require.Nil(t, d.finishOf(t, res.Job.ID).Fetch, "a finish made after Stop began asked to lease")
 }
