@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,4 +310,45 @@ func TestFinishMadeAfterStopBeganLeasesNothing(t *testing.T) {
 	require.NoError(t, err)
 	stopCongested(t, c, d)
 	require.Nil(t, d.finishOf(t, res.Job.ID).Fetch, "a finish made after Stop began asked to lease")
+}
+
+// chainArgs are jobs of one key of limit 1: a backlog of them chains.
+type chainArgs struct {
+	N int `json:"n"`
+}
+
+func (chainArgs) Kind() string { return "chain" }
+
+// The finish of a job ahead, whose chained job runs already, asks to chain
+// no job behind that one if it is made once Stop has begun: the completer
+// was congested meanwhile, and a job chained now would only go back.
+func TestFinishMadeAfterStopBeganChainsNothing(t *testing.T) {
+	t.Parallel()
+	var ran [3]atomic.Int32
+	c, d := congestedClient(t, func(w *Workers, d *congestion) {
+		AddWorker(w, WorkFunc[chainArgs](func(ctx context.Context, job *Job[chainArgs]) error {
+			ran[job.Args.N].Add(1)
+			if job.Args.N == 0 {
+				select {
+				case <-d.gates[maxFinishing]:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		}), &WorkerOpts{Concurrency: &ConcurrencyOpts{Key: KeyOf(func(chainArgs) string { return "k" }), Limit: 1}})
+	})
+	var ids []string
+	for i := range 3 { // the second is chained behind the first
+		res, err := c.Insert(t.Context(), chainArgs{N: i}, nil)
+		require.NoError(t, err)
+		ids = append(ids, res.Job.ID)
+	}
+	stopCongested(t, c, d)
+	require.EqualValues(t, 1, ran[1].Load(), "the second job did not run chained behind the first")
+	require.False(t, d.finishOf(t, ids[0]).Chain, "a finish made after Stop began asked to chain")
+	require.Zero(t, ran[2].Load())
+	third, err := c.JobGet(t.Context(), "default", ids[2])
+	require.NoError(t, err)
+	require.Equal(t, JobStateAvailable, third.State)
+	require.True(t, third.AttemptedAt.IsZero(), "the third job was leased")
 }
