@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -110,7 +111,12 @@ type LockNotice struct {
 type LockAcquireParams struct {
 	// Key names the lock. Any non-empty byte string.
 	Key string
-	// Token identifies the caller's lease; random and unguessable.
+	// Token identifies the caller's lease; random and unguessable. Any
+	// non-empty byte string without ':' or '|', which backends may use as
+	// separators (Redis stores holders as "fence:token" and notifies
+	// waiters with "token|fence|…"); every lock call refuses other tokens
+	// with ErrBadParams. Base64url and hex (batonlock's tokens, the
+	// suite's) qualify.
 	Token string
 	// Limit is the key's slot count used when no override is stored with
 	// LockSetLimit. It also becomes the key's default for later transitions.
@@ -127,7 +133,7 @@ type LockAcquireParams struct {
 }
 
 // CheckLockAcquire checks what every backend requires of p: a Key and a
-// Token, a TTL of at least a millisecond, a Limit not negative, and, with
+// Token (see LockAcquireParams.Token), a TTL of at least a millisecond, a Limit not negative, and, with
 // Wait or Recheck, a WaitTTL of at least a millisecond. The error wraps
 // ErrBadParams and names the key and the field that is wrong.
 func CheckLockAcquire(p *LockAcquireParams) error {
@@ -177,7 +183,7 @@ type LockReleaseParams struct {
 }
 
 // CheckLockRelease checks what every backend requires of p: a Key and a
-// Token, and a WaitTTL of 0 or at least a millisecond. The error wraps
+// Token (see LockAcquireParams.Token), and a WaitTTL of 0 or at least a millisecond. The error wraps
 // ErrBadParams and names the key and the field that is wrong.
 func CheckLockRelease(p *LockReleaseParams) error {
 	if err := checkLockToken(p.Key, p.Token); err != nil {
@@ -206,7 +212,7 @@ type LockExtendParams struct {
 }
 
 // CheckLockExtend checks what every backend requires of p: a Key and a
-// Token, a Fence (not 0) and a TTL of at least a millisecond. The error
+// Token (see LockAcquireParams.Token), a Fence (not 0) and a TTL of at least a millisecond. The error
 // wraps ErrBadParams and names the key and the field that is wrong.
 func CheckLockExtend(p *LockExtendParams) error {
 	if err := checkLockToken(p.Key, p.Token); err != nil {
@@ -307,7 +313,8 @@ type LockListenParams struct {
 }
 
 // CheckLockListen checks what every backend requires of p: a Key and a
-// Token. The error wraps ErrBadParams and names the field that is wrong.
+// Token (see LockAcquireParams.Token). The error wraps ErrBadParams and
+// names the key and the field that is wrong.
 func CheckLockListen(p *LockListenParams) error { return checkLockToken(p.Key, p.Token) }
 
 // checkLockKey refuses an empty lock key.
@@ -318,13 +325,18 @@ func checkLockKey(key string) error {
 	return nil
 }
 
-// checkLockToken refuses an empty lock key or token.
+// checkLockToken refuses an empty lock key, and a token that is empty or
+// holds a reserved byte (LockAcquireParams.Token). The token itself is not
+// quoted: it is the lease's secret.
 func checkLockToken(key, token string) error {
 	if err := checkLockKey(key); err != nil {
 		return err
 	}
 	if token == "" {
 		return lockBad(key, "Token is empty")
+	}
+	if i := strings.IndexAny(token, ":|"); i >= 0 {
+		return lockBad(key, "Token holds %q at byte %d (':' and '|' are reserved)", token[i], i)
 	}
 	return nil
 }

@@ -619,7 +619,8 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 	})
 
 	// Bad parameters are refused with ErrBadParams, and the error says which
-	// field is wrong, and of which key: it names that field and no other.
+	// field is wrong, and of which key: it names that field and no other. A
+	// token may hold neither ':' nor '|' (LockAcquireParams.Token).
 	t.Run("BadParams", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
 		k := f.key
@@ -652,6 +653,8 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 			"no wait TTL":        {batondriver.LockAcquireParams{Key: k, Token: token(), Limit: 1, TTL: time.Second, Wait: true}, "WaitTTL"},
 			"recheck no waitTTL": {batondriver.LockAcquireParams{Key: k, Token: token(), Limit: 1, TTL: time.Second, Recheck: true}, "WaitTTL"},
 			"sub-ms wait TTL":    {batondriver.LockAcquireParams{Key: k, Token: token(), Limit: 1, TTL: time.Second, Wait: true, WaitTTL: time.Microsecond}, "WaitTTL"},
+			"token with ':'":     {batondriver.LockAcquireParams{Key: k, Token: "1:" + token(), Limit: 1, TTL: time.Second}, "Token"},
+			"token with '|'":     {batondriver.LockAcquireParams{Key: k, Token: token() + "|", Limit: 1, TTL: time.Second, Wait: true, WaitTTL: time.Second}, "Token"},
 		} {
 			t.Run("LockAcquire "+name, func(t *testing.T) {
 				_, err := f.d.LockAcquire(f.ctx, &c.p)
@@ -668,6 +671,8 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 			"empty token":       {batondriver.LockReleaseParams{Key: k}, "Token"},
 			"negative wait TTL": {batondriver.LockReleaseParams{Key: k, Token: token(), WaitTTL: -time.Second}, "WaitTTL"},
 			"sub-ms wait TTL":   {batondriver.LockReleaseParams{Key: k, Token: token(), WaitTTL: time.Microsecond}, "WaitTTL"},
+			"token with ':'":    {batondriver.LockReleaseParams{Key: k, Token: "1:" + token(), Fence: 1}, "Token"},
+			"token with '|'":    {batondriver.LockReleaseParams{Key: k, Token: "a|b", WaitTTL: time.Second}, "Token"},
 		} {
 			t.Run("LockRelease "+name, func(t *testing.T) {
 				_, err := f.d.LockRelease(f.ctx, &c.p)
@@ -680,10 +685,12 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 			p     batondriver.LockExtendParams
 			field string
 		}{
-			"empty key":   {batondriver.LockExtendParams{Token: token(), Fence: 1, TTL: time.Second}, "Key"},
-			"empty token": {batondriver.LockExtendParams{Key: k, Fence: 1, TTL: time.Second}, "Token"},
-			"zero TTL":    {batondriver.LockExtendParams{Key: k, Token: token(), Fence: 1}, "TTL"},
-			"zero fence":  {batondriver.LockExtendParams{Key: k, Token: token(), TTL: time.Second}, "Fence"},
+			"empty key":      {batondriver.LockExtendParams{Token: token(), Fence: 1, TTL: time.Second}, "Key"},
+			"empty token":    {batondriver.LockExtendParams{Key: k, Fence: 1, TTL: time.Second}, "Token"},
+			"zero TTL":       {batondriver.LockExtendParams{Key: k, Token: token(), Fence: 1}, "TTL"},
+			"zero fence":     {batondriver.LockExtendParams{Key: k, Token: token(), TTL: time.Second}, "Fence"},
+			"token with ':'": {batondriver.LockExtendParams{Key: k, Token: token() + ":", Fence: 1, TTL: time.Second}, "Token"},
+			"token with '|'": {batondriver.LockExtendParams{Key: k, Token: "|", Fence: 1, TTL: time.Second}, "Token"},
 		} {
 			t.Run("LockExtend "+name, func(t *testing.T) {
 				_, err := f.d.LockExtend(f.ctx, &c.p)
@@ -706,6 +713,10 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 			bad(t, err, "", "Key", "Key", "Token")
 			_, err = f.d.LockListen(f.ctx, &batondriver.LockListenParams{Key: k})
 			bad(t, err, k, "Token", "Key", "Token")
+			for _, tok := range []string{"a:b", "a|b"} {
+				_, err = f.d.LockListen(f.ctx, &batondriver.LockListenParams{Key: k, Token: tok})
+				bad(t, err, k, "Token", "Key", "Token")
+			}
 		})
 		in := f.inspect()
 		require.Empty(t, in.Holders, "a refused call changed the key")

@@ -153,9 +153,6 @@ func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquirePara
 	if err := batondriver.CheckLockAcquire(p); err != nil {
 		return nil, err
 	}
-	if err := checkToken(p.Key, p.Token); err != nil {
-		return nil, err
-	}
 	return d.acquire(ctx, p, d.scripts.acquire)
 }
 
@@ -193,9 +190,6 @@ func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleasePara
 	if err := batondriver.CheckLockRelease(p); err != nil {
 		return nil, err
 	}
-	if err := checkToken(p.Key, p.Token); err != nil {
-		return nil, err
-	}
 	k := d.lockKeys(p.Key)
 	v, err := d.run(ctx, d.scripts.release, "release", p.Key, k.keys,
 		p.Token, utoa(p.Fence), k.channel, ms(p.WaitTTL), d.idle)
@@ -211,9 +205,6 @@ func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleasePara
 // LockExtend implements batondriver.LockDriver.
 func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
 	if err := batondriver.CheckLockExtend(p); err != nil {
-		return nil, err
-	}
-	if err := checkToken(p.Key, p.Token); err != nil {
 		return nil, err
 	}
 	k := d.lockKeys(p.Key)
@@ -315,13 +306,4 @@ func (d *Driver) run(ctx context.Context, s *rueidis.Lua, op, key string, keys [
 		return nil, fmt.Errorf("batonredis: %s %q: %w", op, key, err)
 	}
 	return v, nil
-}
-
-// checkToken refuses a token with ':' or '|' in it, which separate it from
-// other fields in the lock keys' members (lua/lib.lua).
-func checkToken(key, token string) error {
-	if strings.ContainsAny(token, ":|") {
-		return fmt.Errorf("%w: lock %q: Token %q holds ':' or '|'", batondriver.ErrBadParams, key, token)
-	}
-	return nil
 }

@@ -62,9 +62,6 @@ func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams
 	if err := batondriver.CheckLockListen(p); err != nil {
 		return nil, err
 	}
-	if err := checkToken(p.Key, p.Token); err != nil {
-		return nil, err
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("batonredis: listen on %q: %w", p.Key, err)
 	}

@@ -13,6 +13,9 @@
 --              (default from acquirers), exp (when C's expiry was last set
 --              to run out, server ms; see touch)
 --
+-- Tokens hold neither ':' nor '|' (batondriver.CheckLockAcquire and the
+-- other checks refuse them), so the members above split unambiguously.
+--
 -- H, W, X and I carry expiries and vanish when empty. C outlives them by
 -- the driver's idle TTL and then goes too, unless it holds a limit override
 -- (then it has no expiry): fences and arrival numbers are floored by the
