@@ -44,6 +44,14 @@ type LockDriver interface {
 	// waiter.
 	// A Token that gave up before its waiting call ran (see LockRelease) is
 	// neither granted nor queued by it: Granted false, Position 0.
+	//
+	// A Token that holds a slot is granted no second one, by a Try or a
+	// Wait as by a Recheck: whether slots are free or not, the call reports
+	// that grant (Granted, its Fence, the TTL it has left; the lease is not
+	// extended), issues no fence and does not queue Token. A call sent
+	// again with the same Token so never holds two slots nor ends the lease
+	// it was granted. A lease that ran out is held no more: its Token asks
+	// anew.
 	LockAcquire(ctx context.Context, p *LockAcquireParams) (*LockAcquireResult, error)
 
 	// LockRelease removes Token from the key, whether it holds a slot or
@@ -156,7 +164,8 @@ type LockAcquireResult struct {
 	// Granted reports whether Token holds a slot.
 	Granted bool
 	// Fence is the grant's fencing token: strictly greater than every fence
-	// issued for the key before.
+	// issued for the key before that grant (a grant reported again keeps
+	// its fence).
 	Fence uint64
 	// TTL is how long the granted lease has left, measured at Now.
 	TTL time.Duration

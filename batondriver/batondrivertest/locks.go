@@ -274,6 +274,78 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		require.Empty(t, in.Waiters, "b left a place behind")
 	})
 
+	// A token that holds a slot is granted no second one by a Try or a
+	// Wait (a Recheck neither): the call reports the grant it holds, its
+	// fence and the TTL it has left, and changes nothing — whether a slot
+	// is free, the key is full or waiters are queued. A call sent again
+	// with the same token so never takes two slots, nor ends the lease it
+	// was granted.
+	t.Run("HeldTokenGetsNoSecondSlot", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		again := func(tok string, wait bool) *batondriver.LockAcquireResult {
+			t.Helper()
+			res, err := f.d.LockAcquire(f.ctx, &batondriver.LockAcquireParams{
+				Key: f.key, Token: tok, Limit: 2, TTL: time.Minute, Wait: wait, WaitTTL: 10 * time.Second,
+			})
+			require.NoError(t, err)
+			return res
+		}
+		reports := func(held, res *batondriver.LockAcquireResult, what string) {
+			t.Helper()
+			require.True(t, res.Granted, "%s: the holder was refused", what)
+			require.Equal(t, held.Fence, res.Fence, "%s: not the fence held", what)
+			require.LessOrEqual(t, res.TTL, held.TTL, "%s: the lease was extended", what)
+			require.Greater(t, res.TTL, held.TTL-time.Second, "%s: not the TTL left", what)
+			require.Zero(t, res.Position, "%s: the holder was queued", what)
+		}
+		a := f.grant("a", 2)
+		reports(a, again("a", false), "try with a slot free")
+		reports(a, again("a", true), "wait with a slot free")
+		in := f.inspect()
+		require.Equal(t, []string{"a"}, tokens(in.Holders))
+		require.Equal(t, a.Fence, in.Holders[0].Fence)
+		require.LessOrEqual(t, in.Holders[0].TTL, a.TTL, "the lease was extended")
+		require.Equal(t, a.Fence, in.LastFence, "a fence was issued")
+		require.Empty(t, in.Waiters)
+
+		b := f.grant("b", 2)
+		lc, _ := f.wait("c", 2, 10*time.Second)
+		reports(a, again("a", false), "try on a full key")
+		reports(a, again("a", true), "wait on a full key")
+		in = f.inspect()
+		require.Equal(t, []string{"a", "b"}, tokens(in.Holders))
+		require.Equal(t, []string{"c"}, waiterTokens(in.Waiters))
+		require.Equal(t, b.Fence, in.LastFence, "a fence was issued")
+
+		rel := f.release("a", a.Fence)
+		require.True(t, rel.Released)
+		require.Equal(t, 1, rel.Promoted)
+		f.notice(lc)
+		require.Equal(t, []string{"b", "c"}, tokens(f.inspect().Holders))
+	})
+
+	// A lease that ran out is held no more, even before a transition
+	// removed it (b's lease keeps the key, which is not full): its token
+	// asking again is granted a new one, its only slot, which one release
+	// gives back.
+	t.Run("HeldTokenAfterLeaseRanOutIsGrantedAnew", func(t *testing.T) {
+		f := newLockFixture(t, newDriver)
+		b := f.grant("b", 3)
+		old := f.try("a", 3, 50*time.Millisecond)
+		require.True(t, old.Granted)
+		time.Sleep(100 * time.Millisecond)
+		res := f.try("a", 3, 10*time.Second)
+		require.True(t, res.Granted)
+		require.Greater(t, res.Fence, old.Fence)
+		require.Equal(t, 10*time.Second, res.TTL, "an ended lease was reported")
+		in := f.inspect()
+		require.Equal(t, []string{"b", "a"}, tokens(in.Holders))
+		require.Equal(t, res.Fence, in.Holders[1].Fence)
+		require.True(t, f.release("a", 0).Released)
+		require.Equal(t, []string{"b"}, tokens(f.inspect().Holders), "a release left a slot to the token")
+		require.True(t, f.release("b", b.Fence).Released)
+	})
+
 	t.Run("WaitersGrantedInArrivalOrder", func(t *testing.T) {
 		f := newLockFixture(t, newDriver)
 		holder := token()

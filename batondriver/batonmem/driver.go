@@ -279,9 +279,12 @@ func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquirePara
 			e.Value.(*waiter).expires = now.Add(p.WaitTTL)
 			return &batondriver.LockAcquireResult{Position: s.position(p.Token), NextExpiry: s.nextExpiry(now), Now: now}, nil
 		}
-		if h := s.holders[p.Token]; h != nil {
-			return &batondriver.LockAcquireResult{Granted: true, Fence: h.fence, TTL: h.expires.Sub(now), Now: now}, nil
-		}
+	}
+	// A token that holds a slot is granted no second one, in any mode: the
+	// call reports its grant. settle dropped a lease that ran out: its
+	// token asks anew.
+	if h := s.holders[p.Token]; h != nil {
+		return &batondriver.LockAcquireResult{Granted: true, Fence: h.fence, TTL: h.expires.Sub(now), Now: now}, nil
 	}
 	if s.waiters.Len() == 0 && len(s.holders) < m.limit() {
 		s.holders[p.Token] = &holder{fence: sh.nextFence(m), expires: now.Add(p.TTL)}

@@ -16,6 +16,9 @@
 -- not queued), ms until the earliest holder expires (0 if none), server ms}.
 --
 -- A free slot goes to queued waiters first: a caller never overtakes a waiter.
+-- A token that holds a slot is granted no second one, in any mode: the call
+-- reports the grant it holds (its fence, the ms it has left) and changes
+-- nothing else. A lease that ran out is held no more: its token asks anew.
 -- A waiting or rechecking token that gave up (release.lua marked it GONE)
 -- changes nothing: the call ran after its caller's give-up.
 local token, ttl, mode = ARGV[1], tonumber(ARGV[2]), ARGV[4]
@@ -70,24 +73,32 @@ if mode == 'recheck' then
     redis.call('PEXPIRE', I, wttl, 'GT')
     return {0, 0, 0, redis.call('ZRANK', W, token) + 1, next_expiry(), now}
   end
-  local held = find_holder(token)
-  if held then
-    local left = tonumber(redis.call('ZSCORE', H, held)) - now
-    if left > 0 then
-      save(st)
-      local fence = string.match(held, '^(%d+):')
-      return {1, tonumber(fence), left, 0, 0, now}
-    end
-    -- The grant ran out before its waiter heard of it (left in H since
-    -- the key was not full, so n counted every member): it is held no
-    -- more. Its slot goes to the queue's head, and the token asks anew
-    -- below, as if its place had expired. H is gone if it was the last.
-    redis.call('ZREM', H, held)
-    n = n - 1
-    existed = n > 0
-    promoted, n, more = promote(st, now, n, existed, ARGV[6])
-    existed = existed or promoted > 0
+end
+
+-- A recheck finds the grant made while it waited; a try or a wait, one
+-- made to a call with its token before (sent again, say, when its reply
+-- was lost). H has about limit members.
+local held = n > 0 and find_holder(token)
+if held then
+  local left = tonumber(redis.call('ZSCORE', H, held)) - now
+  if left > 0 then
+    save(st)
+    local fence = string.match(held, '^(%d+):')
+    return {1, tonumber(fence), left, 0, 0, now}
   end
+  -- The lease ran out before its holder asked (left in H since the key
+  -- was not full, so n counted every member; a recheck's waiter never
+  -- heard of it): it is held no more. Its slot goes to the queue's head,
+  -- and the token asks anew below (a recheck as if its place had
+  -- expired). H is gone if it was the last.
+  redis.call('ZREM', H, held)
+  n = n - 1
+  existed = n > 0
+  promoted, n, more = promote(st, now, n, existed, ARGV[6])
+  existed = existed or promoted > 0
+end
+
+if mode == 'recheck' then
   if gave_up() then
     save(st)
     return gone()
