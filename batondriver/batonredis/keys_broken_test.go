@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
 	"github.com/batonhq/baton/internal/keycheck"
 	"github.com/batonhq/baton/internal/lockcheck"
 	"github.com/batonhq/baton/internal/redistest"
@@ -74,12 +75,23 @@ func keyedWorkload(t *testing.T, newDriver func() *Driver) []keycheck.Execution 
 	waitEnded := func(n int) {
 		require.Eventually(t, func() bool { return ended() >= n }, 10*time.Second, time.Millisecond)
 	}
+	// The first jobs' finishes, which come after their handlers end, have
+	// promoted (or chained) the second: none is parked. A third inserted
+	// before that would park behind the second, and under the broken
+	// promotion wait for ever once the uncounted second freed no slot.
+	waitPromoted := func() {
+		require.Eventually(t, func() bool {
+			st, err := clients[0].QueueStats(t.Context(), "default")
+			return err == nil && st.Counts[batondriver.JobStateParked] == 0
+		}, 10*time.Second, time.Millisecond)
+	}
 	const rounds = 8
 	for round := range rounds {
 		base := ended()
 		insert(round, 0) // runs
 		insert(round, 1) // parks
 		waitEnded(base + 4)
+		waitPromoted()
 		insert(round, 2) // while the promoted ones run
 		waitEnded(base + 12)
 	}
