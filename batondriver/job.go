@@ -152,9 +152,15 @@ type JobRow struct {
 	// Runs counts the runs started by JobOutcomeAgain; 0 for the first.
 	Runs int
 
-	CreatedAt   time.Time
-	RunAt       time.Time // when it becomes (or became) available
-	AttemptedAt time.Time // start of the latest attempt; zero before the first
+	CreatedAt time.Time
+	RunAt     time.Time // when it becomes (or became) available
+	// AttemptedAt is when the latest attempt started (was leased); zero
+	// before the first. A chained job put back without running, its
+	// attempt not counted (see JobFetchParams.Chain), gets back the
+	// AttemptedAt of its last counted attempt, zero if none. A job snoozed
+	// or given back (JobFinish.GiveBack) keeps it, though Attempt no
+	// longer counts that attempt: its handler may have run.
+	AttemptedAt time.Time
 	FinishedAt  time.Time // when it reached a terminal state
 	ParkedAt    time.Time // when it was last parked; zero if never
 
@@ -287,7 +293,8 @@ type JobFetchParams struct {
 	// job's slot and lease_until, even if the key's limit was lowered
 	// meanwhile: like any leased job, it runs. If instead the lease of the
 	// job ahead expires, the chained job goes back to the head of its
-	// key's parked jobs, its attempt not counted, before the freed slot
+	// key's parked jobs, its attempt not counted (and its AttemptedAt
+	// what it was before), before the freed slot
 	// promotes them. Extending a chained job's lease extends the job
 	// ahead's too. Its own outcome, should it come first, is recorded as
 	// any other; it then frees no slot.

@@ -83,14 +83,15 @@ func (f *jobFixture) requireChained(k string, next map[string]string) *batondriv
 	return info
 }
 
-// requireUnchained asserts that chained job id left its chain without
-// running: in state want, its attempt not counted, After cleared. It
-// returns the job.
+// requireUnchained asserts that chained job id, never attempted before,
+// left its chain without running: in state want, its attempt not counted
+// and no attempt's start shown, After cleared. It returns the job.
 func (f *jobFixture) requireUnchained(id string, want batondriver.JobState) *batondriver.JobRow {
 	f.t.Helper()
 	g := f.get(id)
 	require.Equal(f.t, want, g.State, "state of %s", id)
 	require.Zero(f.t, g.Attempt, "a chained job that never ran has no attempt counted")
+	require.True(f.t, g.AttemptedAt.IsZero(), "a chained job that never ran shows no attempt started, not %v", g.AttemptedAt)
 	require.Empty(f.t, g.After)
 	return g
 }
@@ -436,7 +437,11 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.complete(a)
 		f.requireKey(k, []string{b.ID}, 1, 1)
 		require.Empty(t, f.finish(time.Hour, giveBack(b)))
-		f.requireUnchained(b.ID, available)
+		// Given back as a holder, not unchained: see GiveBack.
+		g := f.get(b.ID)
+		require.Equal(t, available, g.State)
+		require.Zero(t, g.Attempt, "a job given back has no attempt counted")
+		require.Empty(t, g.After)
 		f.requireKey(k, []string{b.ID}, 0, 1)
 		f.cycle(b.ID, c.ID)
 	})
@@ -534,6 +539,56 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		// b's stale lease from the chain is worth nothing now.
 		require.Equal(t, []string{b.ID}, f.finish(time.Hour, outcome(b, batondriver.JobOutcomeCompleted, "", time.Time{})))
 	})
+
+	// A chained job put back without running gets back the AttemptedAt of
+	// its last counted attempt, as it gets back its Attempt, whichever way
+	// it goes back: the job ahead's outcome unchains it, its own give-back
+	// comes first, the job ahead is given back, or the job ahead's lease
+	// expires.
+	for _, way := range []string{"Unchain", "GiveBackChained", "GiveBackAhead", "AheadExpired"} {
+		t.Run("UnchainedRestoresAttemptedAt"+way, func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			ttl := 10 * time.Second
+			if way == "AheadExpired" {
+				ttl = 50 * time.Millisecond
+			}
+			// b fails its first attempt and, due again at once, parks
+			// behind a, which its freed slot promoted.
+			b := f.hold(k, 1, time.Hour)
+			a := f.insertIn(parked, keyJob(k, 1))
+			f.done(b, batondriver.JobOutcomeRetry, time.Time{})
+			f.requireState(available, a.ID)
+			f.requireState(parked, b.ID)
+			first := f.get(b.ID)
+			require.Equal(t, 1, first.Attempt)
+			requireNear(t, b.AttemptedAt, first.AttemptedAt, storeSlack)
+			time.Sleep(3 * time.Millisecond) // the chained attempt starts a millisecond later at least
+			got := f.fetchChain(1, ttl).Jobs
+			require.Equal(t, []string{a.ID, b.ID}, ids(got))
+			a, b = got[0], got[1]
+			require.Equal(t, 2, b.Attempt)
+			require.True(t, b.AttemptedAt.After(first.AttemptedAt), "the chained attempt's start %v, after %v", b.AttemptedAt, first.AttemptedAt)
+			switch way {
+			case "Unchain":
+				fin := outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{})
+				fin.Unchain = true
+				require.Empty(t, f.finishChain(nil, fin))
+			case "GiveBackChained":
+				require.Empty(t, f.finish(time.Hour, giveBack(b)))
+			case "GiveBackAhead":
+				require.Empty(t, f.finish(time.Hour, giveBack(a)))
+			case "AheadExpired":
+				f.recover(batondriver.JobFetchParams{LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
+			}
+			g := f.get(b.ID)
+			require.Contains(t, []batondriver.JobState{parked, available}, g.State)
+			require.Empty(t, g.After)
+			require.Equal(t, 1, g.Attempt, "the chained attempt is not counted")
+			require.True(t, first.AttemptedAt.Equal(g.AttemptedAt),
+				"AttemptedAt %v: not that of the last counted attempt, %v", g.AttemptedAt, first.AttemptedAt)
+		})
+	}
 
 	t.Run("ExtendChainedExtendsAhead", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)

@@ -93,6 +93,9 @@ type job struct {
 	period    time.Duration // UniquePeriod's window
 	parkElem  *list.Element // parked: its place in its key's parked queue
 	next      *job          // running: the job chained behind it, or nil
+	// attemptedBefore is, while the job is chained, its AttemptedAt before
+	// it was: unchain gives it back with its attempt.
+	attemptedBefore time.Time
 }
 
 // jobWaiter is one JobWait call. granted is set, and ch signalled, when an

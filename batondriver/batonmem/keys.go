@@ -228,6 +228,7 @@ func (q *queueState) chain(aheads []*job, now time.Time) []*job {
 		}
 		q.remove(c) // also out of k.parked
 		c.row.After = h.row.ID
+		c.attemptedBefore = c.row.AttemptedAt
 		q.start(c, h.row.LeaseUntil, now)
 		h.next = c
 		out = append(out, c)
@@ -289,10 +290,11 @@ func (q *queueState) handOver(h *job) *job {
 // unchain puts the job chained behind h, if any, back at the head of its
 // key's parked jobs, as h's lease expired or h's outcome asked to (the
 // chained job will not run): parked since the time it was parked before,
-// its attempt not counted, its lease and After cleared, its fence kept,
-// and its unique claim given up (running scope) or taken again if free
-// (queued scope). h keeps its slot: the caller frees it next, which
-// promotes that job first.
+// its attempt not counted and its AttemptedAt that of its last counted
+// attempt again, its lease and After cleared, its fence kept, and its
+// unique claim given up (running scope) or taken again if free (queued
+// scope). h keeps its slot: the caller frees it next, which promotes that
+// job first.
 func (q *queueState) unchain(h *job, now time.Time) {
 	c := h.next
 	if c == nil {
@@ -301,6 +303,7 @@ func (q *queueState) unchain(h *job, now time.Time) {
 	h.next = nil
 	c.row.After = ""
 	q.unstart(c, now)
+	c.row.AttemptedAt = c.attemptedBefore
 	q.park(q.keys[c.row.Key], c, c.row.ParkedAt, true) // its parked time kept
 }
 

@@ -817,7 +817,9 @@ end
 -- Chain the next parked job of key k behind job ahead (lease l, lease_until
 -- suntil), with fencing token fence: popped from the key's parked list
 -- (skipping IDs no longer parked, as promote does) and started, its score
--- in R left to the caller. Appends its ID to batch.unparked (for PK).
+-- in R left to the caller, and its attempted so far kept in
+-- attempted_before (for unchain). Appends its ID to batch.unparked (for
+-- PK).
 -- Returns its ID and fields, or nil if nothing was parked or the job could
 -- not be promoted into the slot it would take over: the key's holders,
 -- that slot counted, exceed the key's override, else the job's own default
@@ -844,7 +846,8 @@ local function chain_next(batch, ahead, l, k, snow, suntil, fence)
       popped = popped + 1
       batch.unparked[#batch.unparked + 1] = id
       redis.call('ZINCRBY', KI, popped, k)
-      start(key, id, v, chained_lease(l, id), snow, suntil, fence, {'after', ahead})
+      start(key, id, v, chained_lease(l, id), snow, suntil, fence,
+        {'after', ahead, 'attempted_before', v[FI.attempted] or ''})
       return id, v
     end
     popped = popped + 1
@@ -868,20 +871,25 @@ end
 
 -- Put chained job id back at the head of its key's parked jobs if it is
 -- still chained behind job ahead, whose lease expired: parked since its
--- parked time, its attempt not counted, its unique claims as when it was
--- parked. The caller frees the slot of the job ahead next, which then
+-- parked time, its attempt not counted and its attempted that of its last
+-- counted attempt again (attempted_before), its unique claims as when it
+-- was parked. The caller frees the slot of the job ahead next, which then
 -- promotes it first. While it was chained the key may have admitted a job
 -- of another default: then the parked jobs' defaults are mixed (see
 -- promote).
 local function unchain(id, ahead, now)
   local key = J .. id
-  local v = redis.call('HMGET', key, 'state', 'after', 'attempt', 'key', 'ukey', 'uscope', 'parked', 'limit')
+  local v = redis.call('HMGET', key, 'state', 'after', 'attempt', 'key', 'ukey', 'uscope', 'parked', 'limit',
+    'attempted_before')
   if v[1] ~= 'running' or v[2] ~= ahead then return end
   park_first(v[4], id, tonumber(v[7]) or 0, v[8])
   redis.call('ZREM', R, id)
   reclaim(v[5], v[6], id, now)
-  redis.call('HSET', key, 'state', 'parked', 'attempt', int(math.max(tonumber(v[3]) - 1, 0)),
-    'lease', '', 'lease_until', '', 'after', '')
+  local t = {'state', 'parked', 'attempt', int(math.max(tonumber(v[3]) - 1, 0)), 'lease', '', 'lease_until', '',
+    'after', ''}
+  -- A job chained by a version before attempted_before keeps attempted.
+  if v[9] then put(t, 'attempted', v[9]) end
+  redis.call('HSET', key, unpack(t))
 end
 
 -- The fields of a job an outcome reads (job_finish.lua, take_back), in
