@@ -352,3 +352,125 @@ func TestFinishMadeAfterStopBeganChainsNothing(t *testing.T) {
 	require.Equal(t, JobStateAvailable, third.State)
 	require.True(t, third.AttemptedAt.IsZero(), "the third job was leased")
 }
+
+// heldFinish holds the first finish that carries job id's outcome until
+// open is closed, telling of it on arrived, and keeps the jobs it leased.
+type heldFinish struct {
+	batondriver.JobDriver
+	mu      sync.Mutex
+	id      string
+	arrived chan struct{}
+	open    chan struct{}
+	leased  []*JobRow
+}
+
+func (d *heldFinish) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	d.mu.Lock()
+	hold := d.id != "" && slices.ContainsFunc(p.Finished, func(f *batondriver.JobFinish) bool { return f.ID == d.id })
+	if hold {
+		d.id = ""
+	}
+	d.mu.Unlock()
+	if hold {
+		close(d.arrived)
+		select {
+		case <-d.open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	res, err := d.JobDriver.JobFinish(ctx, p)
+	if hold && err == nil {
+		d.mu.Lock()
+		d.leased = res.Jobs
+		d.mu.Unlock()
+	}
+	return res, err
+}
+
+// A job chained by a finish whose reply comes once Stop has begun goes
+// back to the head of its key's parked jobs at once, while the job it is
+// chained behind still runs: Stop starts no job, and waits for that one.
+// Key k of limit 1 has jobs 0, 1 and 2: 1 is chained behind 0 and runs
+// once 0 returns, while 0's finish, held, chains 2 behind 1.
+func TestChainedAfterStopBeganGoesBackAtOnce(t *testing.T) {
+	t.Parallel()
+	d := &heldFinish{JobDriver: batonmem.New(), arrived: make(chan struct{}), open: make(chan struct{})}
+	began := make(chan struct{})
+	release := make(chan struct{})
+	var ran [3]atomic.Int32
+	w := NewWorkers()
+	AddWorker(w, WorkFunc[chainArgs](func(ctx context.Context, job *Job[chainArgs]) error {
+		ran[job.Args.N].Add(1)
+		if job.Args.N == 1 {
+			close(began)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}), &WorkerOpts{Concurrency: &ConcurrencyOpts{Key: KeyOf(func(chainArgs) string { return "k" }), Limit: 1}})
+	c, err := NewClient(d, &Config{Workers: w, Concurrency: 2, PollInterval: 5 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	var ids []string
+	for i := range 3 {
+		res, err := c.Insert(t.Context(), chainArgs{N: i}, nil)
+		require.NoError(t, err)
+		ids = append(ids, res.Job.ID)
+	}
+	d.id = ids[0]
+	openHeld := sync.OnceFunc(func() { close(d.open) })
+	releaseSecond := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(func() { // should the test fail before the end
+		openHeld()
+		releaseSecond()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+
+	require.NoError(t, c.Start(context.Background()))
+	c.mu.Lock()
+	r := c.runner
+	c.mu.Unlock()
+	<-d.arrived // 0 returned; its finish, asking to chain, is held
+	<-began     // 1 runs, chained behind 0
+	r.mu.Lock()
+	second := r.running[execKey{"default", ids[1]}]
+	r.mu.Unlock()
+	require.NotNil(t, second)
+	require.NotNil(t, second.chainDone, "1 did not start chained")
+
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopped <- c.Stop(ctx)
+	}()
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.stopping
+	}, 5*time.Second, time.Millisecond)
+	openHeld()
+	<-second.chainDone // 0's finish has returned, and what it launched is settled
+	d.mu.Lock()
+	leased := d.leased
+	d.mu.Unlock()
+	require.Len(t, leased, 1, "0's finish chained no job")
+	require.Equal(t, []string{ids[2], ids[1]}, []string{leased[0].ID, leased[0].After}, "0's finish chained 2 behind 1")
+	third, err := c.JobGet(t.Context(), "default", ids[2])
+	require.NoError(t, err)
+	require.Equal(t, JobStateParked, third.State, "2, chained once Stop had begun, was not given back at once")
+	require.Empty(t, third.After)
+	require.Zero(t, third.Attempt)
+
+	releaseSecond()
+	require.NoError(t, <-stopped)
+	require.EqualValues(t, []int32{1, 1, 0}, []int32{ran[0].Load(), ran[1].Load(), ran[2].Load()})
+	third, err = c.JobGet(t.Context(), "default", ids[2])
+	require.NoError(t, err)
+	require.Equal(t, JobStateAvailable, third.State, "2 takes the slot 1 freed")
+}

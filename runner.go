@@ -513,9 +513,10 @@ func (r *runner) leaseWait() time.Duration {
 //
 // It returns how many jobs it started, and the outcomes that give back the
 // jobs it cannot run, for the caller to record: the leased ones once Stop
-// waits for the executions, and the chained ones whose job ahead is not
-// here (it returned before they came, or has a job chained already).
-// Given back, a job runs again at once, its attempt not counted.
+// waits for the executions, and the chained ones then too (the outcome of
+// the job ahead would unchain them only once it returns), or whose job
+// ahead is not here (it returned before they came, or has a job chained
+// already). Given back, a job runs again at once, its attempt not counted.
 //
 // The job ahead must be here under the lease the chain was made behind:
 // an execution of the same job under a later lease (its earlier one
