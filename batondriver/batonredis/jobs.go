@@ -78,11 +78,17 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		f, args = d.scripts.jobInsertOne, args[:insertOneArgs]
 		keys = []string{k.keys[keyMeta], k.keys[keyAvailable], k.keys[keyWake], k.job(ids[0])}
 	}
-	arr, err := d.insert(ctx, f, p.Queue, keys, args)
-	if err != nil {
-		return nil, jobErr(op, p.Queue, err)
+	reply := d.insert(ctx, f, p.Queue, keys, args)
+	var res *batondriver.JobInsertResult
+	var err error
+	if f == d.scripts.jobInsertOne {
+		res, err = insertOneResult(p, ids[0], reply)
+	} else {
+		var arr []rueidis.RedisMessage
+		if arr, err = reply.ToArray(); err == nil {
+			res, err = insertResult(p, ids, arr)
+		}
 	}
-	res, err := insertResult(p, ids, arr)
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
@@ -92,10 +98,10 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 // insert runs f, job_insert or job_insert_one. The queue joins the set of
 // queue names with this process's first insert into it, pipelined in the
 // same round trip; later inserts skip it.
-func (d *Driver) insert(ctx context.Context, f *jobFunc, queue string, keys, args []string) ([]rueidis.RedisMessage, error) {
+func (d *Driver) insert(ctx context.Context, f *jobFunc, queue string, keys, args []string) rueidis.RedisResult {
 	c := d.client
 	if _, registered := d.queuesSeen.Load(queue); registered {
-		return f.Exec(ctx, c, keys, args).ToArray()
+		return f.Exec(ctx, c, keys, args)
 	}
 	sadd := c.B().Sadd().Key(d.queuesKey()).Member(queue).Build()
 	var reply rueidis.RedisResult
@@ -111,14 +117,10 @@ func (d *Driver) insert(ctx context.Context, f *jobFunc, queue string, keys, arg
 			reply = f.afterMissing(ctx, c, keys, args)
 		}
 	}
-	arr, err := reply.ToArray()
-	if err != nil {
-		return nil, err
-	}
-	if added == nil {
+	if reply.Error() == nil && added == nil {
 		d.queuesSeen.Store(queue, struct{}{})
 	}
-	return arr, nil
+	return reply
 }
 
 // insertArgs is the number of script arguments per job of job_insert.lua;
@@ -139,6 +141,20 @@ const (
 	insertReplaced
 	insertRejected
 )
+
+// insertOneResult converts job_insert_one.lua's reply, the server's time:
+// the job is available.
+func insertOneResult(p *batondriver.JobInsertParams, id string, reply rueidis.RedisResult) (*batondriver.JobInsertResult, error) {
+	nowMS, err := reply.AsInt64()
+	if err != nil {
+		return nil, err
+	}
+	return &batondriver.JobInsertResult{
+		Jobs:   []*batondriver.JobRow{insertedRow(p.Queue, id, p.Jobs[0], insertAvailable, time.UnixMilli(nowMS))},
+		Status: []batondriver.JobInsertStatus{batondriver.JobInserted},
+		Reason: []string{""},
+	}, nil
+}
 
 // insertResult converts job_insert.lua's reply: the server's time, a code
 // per job, then the rows of dropped jobs and twins.

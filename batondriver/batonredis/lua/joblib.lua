@@ -271,14 +271,17 @@ end
 
 local function store_plain(key, argv, a, screated, state, at)
   local tags, meta = argv[a + 6], argv[a + 7]
-  if tags ~= '' and meta ~= '' then
+  if tags == '' and meta == '' then
+    -- The most common job, without hset_plain's vararg call: about 1 µs
+    -- of the server's time less (docs/benchmarks.md).
+    redis.call('HSET', key, 'kind', argv[a + 2], 'args', argv[a + 3], 'prio', argv[a + 4],
+      'attempt', '0', 'max', argv[a + 5], 'created', screated, 'state', state, 'run_at', at)
+  elseif tags ~= '' and meta ~= '' then
     hset_plain(key, argv, a, screated, state, at, 'tags', tags, 'meta', meta)
   elseif tags ~= '' then
     hset_plain(key, argv, a, screated, state, at, 'tags', tags)
-  elseif meta ~= '' then
-    hset_plain(key, argv, a, screated, state, at, 'meta', meta)
   else
-    hset_plain(key, argv, a, screated, state, at)
+    hset_plain(key, argv, a, screated, state, at, 'meta', meta)
   end
 end
 
