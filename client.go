@@ -75,6 +75,19 @@ func (c *Client) insertMany(ctx context.Context, jobs []*InsertManyParams) ([]*I
 		return nil, nil
 	}
 	now := time.Now()
+	if len(jobs) == 1 {
+		// The most common call: grouped with other single inserts.
+		queue, ins, err := c.prepare(jobs[0], now)
+		if err != nil {
+			return nil, fmt.Errorf("baton: insert #0: %w", err)
+		}
+		res, err := c.insertGrouped(ctx, queue, ins)
+		if err != nil {
+			return nil, err
+		}
+		out := []*InsertResult{res.InsertResult}
+		return out, rejected(out, []*insertResult{res})
+	}
 	type placed struct {
 		queue string
 		index int // in that queue's batch
@@ -95,14 +108,6 @@ func (c *Client) insertMany(ctx context.Context, jobs []*InsertManyParams) ([]*I
 		}
 		where[i] = placed{queue, len(b.Jobs)}
 		b.Jobs = append(b.Jobs, ins)
-	}
-	if len(jobs) == 1 {
-		res, err := c.insertGrouped(ctx, order[0], batches[order[0]].Jobs[0])
-		if err != nil {
-			return nil, err
-		}
-		out := []*InsertResult{res.InsertResult}
-		return out, rejected(out, []*insertResult{res})
 	}
 	results := map[string][]*insertResult{}
 	for _, queue := range order {

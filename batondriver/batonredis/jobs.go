@@ -71,12 +71,15 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		args = append(args, p.Once.Name, strconv.FormatInt(p.Once.Tick.UnixMilli(), 10))
 	}
 	k := d.queueKeys(p.Queue)
-	f, keys := d.scripts.jobInsert, k.withJobs(ids...)
+	var f *jobFunc
+	var keys []string
 	if len(p.Jobs) == 1 && p.Once == nil && args[8] == "" && args[12] == "" && args[7] == "0" {
 		// The most common insert, one job with neither concurrency key nor
 		// unique key, due now: job_insert_one.lua, sent only what it reads.
 		f, args = d.scripts.jobInsertOne, args[:insertOneArgs]
 		keys = []string{k.keys[keyMeta], k.keys[keyAvailable], k.keys[keyWake], k.job(ids[0])}
+	} else {
+		f, keys = d.scripts.jobInsert, k.withJobs(ids...)
 	}
 	reply := d.insert(ctx, f, p.Queue, keys, args)
 	var res *batondriver.JobInsertResult
