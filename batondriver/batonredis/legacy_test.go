@@ -80,3 +80,24 @@ func TestLegacyAvailableSetIsFetched(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, seq, "meta's seq is left")
 }
+
+// A lowered limit demotes the key's available holders that an older
+// version left in its sorted set too, as it does those in the lists: the
+// key runs no more jobs than its new limit.
+func TestLegacyAvailableHoldersDemoted(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	keyed := func(p int) *batondriver.JobInsert {
+		j := newJob("k", p)
+		j.Key, j.Limit = "k", 3
+		return j
+	}
+	rows := insertJobs(t, d, q, keyed(0), keyed(5), keyed(0))
+	toLegacy(t, client, d, q)
+	info, err := d.KeySetLimit(jobCtx(t), &batondriver.KeySetLimitParams{Queue: q, Key: "k", Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, 1, info.Holding, "legacy holders over the limit stay")
+	require.Equal(t, 2, info.Parked)
+	res := fetchJobs(t, d, q, 10, time.Minute)
+	require.Equal(t, []string{rows[0].ID}, ids(res.Jobs), "the least urgent, then the newest, demoted")
+}

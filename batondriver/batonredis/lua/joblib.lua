@@ -225,8 +225,13 @@ end
 -- before them.
 local LEGACY_SPAN, LEGACY_BATCH = 4398046511104, 1000
 
+-- The sorted set of earlier versions (LEGACY).
+local function legacy_set()
+  return string.sub(A, 1, -2)
+end
+
 local function migrate()
-  local legacy = string.sub(A, 1, -2)
+  local legacy = legacy_set()
   local old = redis.call('ZRANGE', legacy, 0, LEGACY_BATCH - 1, 'WITHSCORES')
   local by, ids = {}, {}
   for i = 1, #old, 2 do

@@ -31,8 +31,16 @@ if limit then
     for _, id in ipairs(ids) do
       local v = redis.call('HMGET', J .. id, 'state', 'prio')
       if v[1] == 'available' then
-        local pos = redis.call('LPOS', A .. v[2], id)
-        if pos then avail[#avail + 1] = {id, tonumber(v[2]), pos} end
+        local pos, legacy = redis.call('LPOS', A .. v[2], id), false
+        if not pos then
+          -- LEGACY: still in the sorted set of an older version, which a
+          -- fetch moves behind the listed jobs of its priority: after
+          -- them here too (list positions stay below 2^32), in arrival
+          -- order.
+          local score = redis.call('ZSCORE', legacy_set(), id)
+          if score then pos, legacy = 4294967296 + tonumber(score), true end
+        end
+        if pos then avail[#avail + 1] = {id, tonumber(v[2]), pos, legacy} end
       end
     end
     -- The least urgent first, and the latest admitted of a priority first.
@@ -45,7 +53,11 @@ if limit then
       local pk = {}
       for i = 1, n do
         local id = avail[i][1]
-        redis.call('LREM', A .. avail[i][2], 1, id)
+        if avail[i][4] then
+          redis.call('ZREM', legacy_set(), id)
+        else
+          redis.call('LREM', A .. avail[i][2], 1, id)
+        end
         redis.call('SREM', h, id)
         redis.call('LPUSH', p, id)
         redis.call('HSET', J .. id, 'state', 'parked', 'parked', int(now))
