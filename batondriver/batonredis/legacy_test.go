@@ -101,3 +101,16 @@ func TestLegacyAvailableHoldersDemoted(t *testing.T) {
 	res := fetchJobs(t, d, q, 10, time.Minute)
 	require.Equal(t, []string{rows[0].ID}, ids(res.Jobs), "the least urgent, then the newest, demoted")
 }
+
+// JobDelete of an available job that an older version left in its sorted
+// set takes it out of the set: no fetch later pops its ID for nothing.
+func TestLegacyAvailableJobDeleted(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	rows := insertJobs(t, d, q, newJob("k", 0), newJob("k", 0))
+	toLegacy(t, client, d, q)
+	require.NoError(t, d.JobDelete(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: rows[0].ID}))
+	res := fetchJobs(t, d, q, 1, time.Minute)
+	require.Equal(t, []string{rows[1].ID}, ids(res.Jobs), "the deleted job took the fetch's place")
+	require.False(t, res.More)
+}

@@ -17,7 +17,9 @@ if not state then return NOT_FOUND end
 if state == 'running' then return RUNNING end
 local avail = new_batch()
 if state == 'available' then
-  redis.call('LREM', A .. v[4], 1, id)
+  -- LEGACY: one an older version left in its sorted set is there until a
+  -- fetch moves it.
+  if redis.call('LREM', A .. v[4], 1, id) == 0 then redis.call('ZREM', legacy_set(), id) end
   release(avail, id, k)
 else
   redis.call('ZREM', state_set(state), id)
