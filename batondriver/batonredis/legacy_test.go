@@ -1,6 +1,8 @@
 package batonredis
 
 import (
+	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -113,4 +115,30 @@ func TestLegacyAvailableJobDeleted(t *testing.T) {
 	res := fetchJobs(t, d, q, 1, time.Minute)
 	require.Equal(t, []string{rows[1].ID}, ids(res.Jobs), "the deleted job took the fetch's place")
 	require.False(t, res.More)
+}
+
+// A fetch of more jobs than a migration's batch moves at least as many:
+// it gives out no less urgent job ahead of legacy ones, and reports that
+// more are available while the set holds any.
+func TestLegacyAvailableSetBigFetch(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	var jobs []*batondriver.JobInsert
+	for range 1500 {
+		jobs = append(jobs, newJob("k", 0))
+	}
+	insertJobs(t, d, q, jobs...)
+	legacy := toLegacy(t, client, d, q)
+	late := insertJobs(t, d, q, newJob("k", 9))
+	// No deadline: no fetch of none goes first (see JobFetch).
+	res, err := d.JobFetch(context.Background(), &batondriver.JobFetchParams{Queue: q, Max: 1200, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	got := ids(res.Jobs)
+	require.False(t, slices.Contains(got, late[0].ID), "a less urgent job went ahead of legacy ones")
+	require.Len(t, got, 1200)
+	require.True(t, slices.Equal(legacy[:1200], got), "not the first 1,200 legacy jobs in order")
+	require.True(t, res.More, "300 legacy jobs and one more are left")
+	res, err = d.JobFetch(context.Background(), &batondriver.JobFetchParams{Queue: q, Max: 1200, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.True(t, slices.Equal(append(legacy[1200:], late[0].ID), ids(res.Jobs)), "not the rest in order")
 }

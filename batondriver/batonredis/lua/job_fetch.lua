@@ -179,7 +179,7 @@ if s_changed then
   next_run_at = tonumber(redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')[2]) or false
 end
 
-local paused, fence, bands = read_meta()
+local paused, fence, bands = read_meta(max)
 if paused then
   flush_available(avail)
   return {now, 1, #expired, next_run_at, 0, unsettled}

@@ -247,7 +247,7 @@ local max, chain = tonumber(ARGV[2]), ARGV[5] == '1'
 local waits = tonumber(ARGV[6])
 if waits > 0 and now > waits then max, chain = 0, false end
 local paused, fence, bands = false, 0, {}
-if max > 0 or (chain and #handed > 0) then paused, fence, bands = read_meta() end
+if max > 0 or (chain and #handed > 0) then paused, fence, bands = read_meta(max) end
 if paused then max, chain = 0, false end
 if max == 0 and #handed == 0 then
   wake(flush_available(avail))

@@ -215,8 +215,8 @@ end
 -- LEGACY: versions before this one kept the available jobs in one sorted
 -- set, A without its last ":", scored priority * 2^42 + an arrival number
 -- counted in M's seq, which only they write. While seq is set a fetch
--- first moves up to LEGACY_BATCH of that set's jobs, the most urgent and
--- oldest first, to the tails of their lists (migrate), and deletes seq
+-- first moves up to LEGACY_BATCH of that set's jobs (one more than it
+-- leases, if that is more: see read_meta), the most urgent and oldest first, to the tails of their lists (migrate), and deletes seq
 -- once the set is empty, so that jobs queued by an older version are
 -- neither lost nor stranded after an upgrade, and processes of both
 -- versions may share a queue while one replaces the other
@@ -230,9 +230,9 @@ local function legacy_set()
   return string.sub(A, 1, -2)
 end
 
-local function migrate()
+local function migrate(n)
   local legacy = legacy_set()
-  local old = redis.call('ZRANGE', legacy, 0, LEGACY_BATCH - 1, 'WITHSCORES')
+  local old = redis.call('ZRANGE', legacy, 0, n - 1, 'WITHSCORES')
   local by, ids = {}, {}
   for i = 1, #old, 2 do
     local p = math.floor(tonumber(old[i + 1]) / LEGACY_SPAN)
@@ -244,7 +244,7 @@ local function migrate()
     if by[p] then push_band(p, by[p]) end
   end
   if #ids > 0 then chunked('ZREM', legacy, ids) end
-  if #old / 2 < LEGACY_BATCH then redis.call('HDEL', M, 'seq') end
+  if #old / 2 < n then redis.call('HDEL', M, 'seq') end
 end
 
 -- M's fields that the leasing scripts read: paused, fence, seq (LEGACY),
@@ -254,11 +254,14 @@ for p = 0, MAX_PRIORITY do META_FIELDS[#META_FIELDS + 1] = BAND_FIELDS[p + 1] en
 
 -- The queue's paused flag (true while paused), its last fence (0 if none)
 -- and the priorities whose available lists may hold jobs, ascending, from
--- one read of M (two after a migration).
-local function read_meta()
+-- one read of M (two after a migration), for a caller that leases up to
+-- max jobs. A migration moves more than max jobs, so that the lease takes
+-- none behind a legacy one and, if the set still holds jobs, finds more
+-- left in the lists.
+local function read_meta(max)
   local mv = redis.call('HMGET', M, unpack(META_FIELDS))
   if mv[3] then
-    migrate()
+    migrate(math.max(LEGACY_BATCH, max + 1))
     mv = redis.call('HMGET', M, unpack(META_FIELDS))
   end
   return mv[1] == '1', tonumber(mv[2]) or 0, flagged(mv, 4)
