@@ -216,13 +216,13 @@ end
 -- set, A without its last ":", scored priority * 2^42 + an arrival number
 -- counted in M's seq, which only they write. While seq is set a fetch
 -- first moves up to LEGACY_BATCH of that set's jobs (one more than it
--- leases, if that is more: see read_meta), the most urgent and oldest first, to the tails of their lists (migrate), and deletes seq
--- once the set is empty, so that jobs queued by an older version are
--- neither lost nor stranded after an upgrade, and processes of both
--- versions may share a queue while one replaces the other
--- (docs/redis-keys.md, "Upgrading"). Their order among themselves is
--- kept; a job this version made available before they moved is fetched
--- before them.
+-- leases, if that is more: see read_meta), the most urgent and oldest
+-- first, to the tails of their lists (migrate), and deletes seq once the
+-- set is empty, so that jobs queued by an older version are neither lost
+-- nor stranded after an upgrade, and processes of both versions may share
+-- a queue while one replaces the other (docs/redis-keys.md, "Upgrading").
+-- Their order among themselves is kept; a job this version made available
+-- before they moved is fetched before them.
 local LEGACY_SPAN, LEGACY_BATCH = 4398046511104, 1000
 
 -- The sorted set of earlier versions (LEGACY).
