@@ -222,7 +222,9 @@ type JobInsert struct {
 	RunAt       time.Time // zero or past: available now
 	// Delay, if positive, makes the job due Delay after the backend's
 	// clock reads at the insert, measured on that clock rather than the
-	// caller's; RunAt must then be zero.
+	// caller's, to its resolution (Redis reads whole milliseconds: by a
+	// finer clock the job may be due up to 1ms sooner); RunAt must then be
+	// zero.
 	Delay    time.Duration
 	Tags     []string
 	Metadata []byte
