@@ -75,28 +75,24 @@ func (c *Client) queueInserter(queue string) *queueInserter {
 func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriver.JobInsert) (*insertResult, error) {
 	qi := c.queueInserter(queue)
 	qi.mu.Lock()
-	var g *insertGroup
-	i := 0
 	if qi.inflight < maxInflight {
 		qi.inflight++
-		g = &insertGroup{members: []groupMember{{job: job, ctx: ctx}}, done: make(chan struct{})}
 		qi.mu.Unlock()
-		c.send(ctx, qi, queue, g)
-	} else {
-		g = qi.next
-		if g == nil {
-			g = &insertGroup{turn: make(chan struct{}), done: make(chan struct{})}
-			qi.next = g
-		}
-		i = len(g.members)
-		g.members = append(g.members, groupMember{job: job, ctx: ctx})
-		qi.mu.Unlock()
-		if i == 0 { // the first of a group sends it when its turn comes
-			go func() {
-				<-g.turn
-				c.sendGroup(ctx, qi, queue, g)
-			}()
-		}
+		return c.sendAlone(ctx, qi, queue, job)
+	}
+	g := qi.next
+	if g == nil {
+		g = &insertGroup{turn: make(chan struct{}), done: make(chan struct{})}
+		qi.next = g
+	}
+	i := len(g.members)
+	g.members = append(g.members, groupMember{job: job, ctx: ctx})
+	qi.mu.Unlock()
+	if i == 0 { // the first of a group sends it when its turn comes
+		go func() {
+			<-g.turn
+			c.sendGroup(ctx, qi, queue, g)
+		}()
 	}
 	select {
 	case <-g.done:
@@ -104,15 +100,13 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 		select {
 		case <-g.done: // the call has returned too: its result stands
 		default:
-			if g.turn != nil {
-				// Not sent yet: the job is left out, so that the error
-				// means it was not inserted.
-				qi.mu.Lock()
-				if !g.sent {
-					g.members[i].gone = true
-				}
-				qi.mu.Unlock()
+			// Not sent yet: the job is left out, so that the error means
+			// it was not inserted.
+			qi.mu.Lock()
+			if !g.sent {
+				g.members[i].gone = true
 			}
+			qi.mu.Unlock()
 			return nil, fmt.Errorf("baton: insert into %q: %w", queue, context.Cause(ctx))
 		}
 	}
@@ -128,15 +122,19 @@ func (c *Client) insertGrouped(ctx context.Context, queue string, job *batondriv
 	return g.results[i], nil
 }
 
-// send sends a group of the caller's job alone, in the caller's goroutine
-// and under its context: nobody else's job is in it (later callers form the
-// next group), so the caller's cancellation ends only its own call. The
-// call is over even if the driver panics (a caller may recover): else it
-// would be counted in flight for ever.
-func (c *Client) send(ctx context.Context, qi *queueInserter, queue string, g *insertGroup) {
+// sendAlone inserts the caller's job alone, in the caller's goroutine and
+// under its context: nobody else's job is in the call (later callers form
+// the next group), so the caller's cancellation ends only its own call,
+// and a call that has returned gives its result. The call is over even if
+// the driver panics (a caller may recover): else it would be counted in
+// flight for ever.
+func (c *Client) sendAlone(ctx context.Context, qi *queueInserter, queue string, job *batondriver.JobInsert) (*insertResult, error) {
 	defer c.handOn(qi)
-	g.results, g.err = c.insertBatches(ctx, queue, []*batondriver.JobInsert{g.members[0].job})
-	close(g.done)
+	res, err := c.insertBatches(ctx, queue, []*batondriver.JobInsert{job})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
 }
 
 // sendGroup inserts a group (but the jobs of callers whose contexts ended,
