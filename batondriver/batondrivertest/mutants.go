@@ -267,4 +267,53 @@ func exerciseMutants(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 		require.True(t, g.RunAt.After(got.AttemptedAt),
 			"RunAt %v of a job given back after its lease began at %v", g.RunAt, got.AttemptedAt)
 	})
+
+	// A finish that fetches pops the available jobs it may lease; those it
+	// puts back, because jobs it promoted were more urgent, go back to the
+	// head of their priority in the order they had.
+	t.Run("FinishFetchPutsBackPoppedInOrder", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		h1 := f.hold(k, 2, 10*time.Second, prio(5))
+		h2 := f.hold(k, 2, 10*time.Second, prio(5))
+		p1 := f.insertIn(parked, keyJob(k, 2, prio(0)))
+		p2 := f.insertIn(parked, keyJob(k, 2, prio(0)))
+		x := f.insertIn(available, withJob(prio(4)))
+		y := f.insertIn(available, withJob(prio(4)))
+		res, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Retention: time.Hour,
+			Finished: []*batondriver.JobFinish{outcome(h1, batondriver.JobOutcomeCompleted, "", time.Time{}),
+				outcome(h2, batondriver.JobOutcomeCompleted, "", time.Time{})},
+			Fetch: &batondriver.JobFinishFetch{Max: 2, LeaseTTL: time.Minute}})
+		require.NoError(t, err)
+		require.Empty(t, res.Stale)
+		require.Equal(t, []string{p1.ID, p2.ID}, ids(res.Jobs), "the promoted jobs, more urgent, leased")
+		require.Equal(t, []string{x.ID, y.ID}, ids(f.list(available, 10, 0).Jobs), "the rest in their order")
+		require.Equal(t, []string{x.ID, y.ID}, ids(f.fetch(10).Jobs))
+	})
+
+	// A fetch that takes its Max reports More while any priority holds
+	// jobs, not only the least urgent it looked at: here that one is
+	// empty, its only job deleted.
+	t.Run("FetchMoreSeesEveryPriority", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insert(withJob(prio(0)), withJob(prio(0)))
+		gone := f.insertOne(withJob(prio(5)))
+		require.NoError(t, f.del(gone.ID))
+		res := f.fetch(1)
+		require.Len(t, res.Jobs, 1)
+		require.True(t, res.More, "a job of priority 0 is left")
+		res = f.fetch(1)
+		require.Len(t, res.Jobs, 1)
+		require.False(t, res.More)
+	})
+
+	// OldestAvailable is the RunAt of the first job of a priority, which
+	// has waited longest, not of the last.
+	t.Run("QueueStatsOldestIsFirstOfItsPriority", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		first := f.insertOne(newJob())
+		time.Sleep(20 * time.Millisecond) // a RunAt apart from the first's
+		f.insertOne(newJob())
+		requireNear(t, first.RunAt, f.stats().OldestAvailable, storeSlack)
+	})
 }
