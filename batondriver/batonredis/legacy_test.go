@@ -142,3 +142,54 @@ func TestLegacyAvailableSetBigFetch(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, slices.Equal(append(legacy[1200:], late[0].ID), ids(res.Jobs)), "not the rest in order")
 }
+
+// A fetch of a migration's batch of jobs or more moves one more than it
+// leases, so that it reports More while the set holds jobs even with the
+// lists empty behind them.
+func TestLegacyAvailableSetBatchFetchReportsMore(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	var jobs []*batondriver.JobInsert
+	for range 1001 {
+		jobs = append(jobs, newJob("k", 0))
+	}
+	insertJobs(t, d, q, jobs...)
+	legacy := toLegacy(t, client, d, q)
+	// No deadline: no fetch of none goes first (see JobFetch) to move
+	// 1,000 jobs of its own.
+	fetch := func() *batondriver.JobFetchResult {
+		res, err := d.JobFetch(context.Background(), &batondriver.JobFetchParams{Queue: q, Max: 1000, LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		return res
+	}
+	res := fetch()
+	require.True(t, slices.Equal(legacy[:1000], ids(res.Jobs)), "not the first 1,000 legacy jobs in order")
+	require.True(t, res.More, "a legacy job is left")
+	res = fetch()
+	require.Equal(t, legacy[1000:], ids(res.Jobs))
+	require.False(t, res.More)
+}
+
+// A lowered limit demotes a key's legacy holders before its listed ones of
+// the same priority: a fetch moves the legacy jobs behind the listed ones,
+// so they are the latest admitted.
+func TestLegacyAvailableHoldersDemotedBeforeListed(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	keyed := func() *batondriver.JobInsert {
+		j := newJob("k", 0)
+		j.Key, j.Limit = "k", 4
+		return j
+	}
+	old := insertJobs(t, d, q, keyed())
+	toLegacy(t, client, d, q)
+	listed := insertJobs(t, d, q, keyed(), keyed(), keyed())
+	info, err := d.KeySetLimit(jobCtx(t), &batondriver.KeySetLimitParams{Queue: q, Key: "k", Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, 3, info.Holding)
+	require.Equal(t, 1, info.Parked)
+	job, err := d.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: old[0].ID})
+	require.NoError(t, err)
+	require.Equal(t, batondriver.JobStateParked, job.State, "the legacy holder, fetched last, demoted")
+	require.Equal(t, ids(listed), ids(fetchJobs(t, d, q, 10, time.Minute).Jobs))
+}
