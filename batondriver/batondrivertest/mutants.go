@@ -316,4 +316,24 @@ func exerciseMutants(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 		f.insertOne(newJob())
 		requireNear(t, first.RunAt, f.stats().OldestAvailable, storeSlack)
 	})
+
+	// JobList pages available jobs across priorities: a page may start
+	// inside one priority's jobs and end in another's, or end just where a
+	// priority's jobs do.
+	t.Run("ListPagesAcrossPriorities", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		all := ids(f.insert(withJob(prio(0)), withJob(prio(0)), withJob(prio(3)), withJob(prio(3)),
+			withJob(prio(7)), withJob(prio(7))))
+		for _, c := range []struct {
+			limit, offset int
+			want          []string
+		}{
+			{2, 0, all[:2]}, {3, 0, all[:3]}, {3, 3, all[3:]}, {2, 1, all[1:3]}, {2, 3, all[3:5]},
+			{1, 5, all[5:]}, {4, 2, all[2:]}, {10, 6, []string{}},
+		} {
+			res := f.list(available, c.limit, c.offset)
+			require.Equal(t, c.want, ids(res.Jobs), "limit %d offset %d", c.limit, c.offset)
+			require.Equal(t, 6, res.Total)
+		}
+	})
 }
