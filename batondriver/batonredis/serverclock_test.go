@@ -77,7 +77,9 @@ func TestJobFinishFetchAfterCallerGaveUp(t *testing.T) {
 	srv, d := stallDriver(t)
 	q := "q" + randomHex(4)
 	rows := insertJobs(t, d, q, newJob("k", 1), newJob("k", 1))
-	first := fetchJobs(t, d, q, 1, time.Minute).Jobs[0]
+	fetched := fetchJobs(t, d, q, 1, time.Minute).Jobs
+	require.Len(t, fetched, 1)
+	first := fetched[0]
 
 	require.NoError(t, srv.Pause())
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
