@@ -391,6 +391,26 @@ func TestJobResumeWakesOnePerAvailableJob(t *testing.T) {
 	}
 }
 
+// A list's flag in meta (docs/redis-keys.md) is set by the push that starts
+// the list and cleared by the fetch that drains it, not by one that leaves
+// jobs in it: no later fetch pops an empty list.
+func TestJobDrainedListUnflagged(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	meta := d.queueKeys(q).keys[keyMeta]
+	flagged := func() bool {
+		ok, err := client.Do(t.Context(), client.B().Hexists().Key(meta).Field("a3").Build()).AsBool()
+		require.NoError(t, err)
+		return ok
+	}
+	insertJobs(t, d, q, newJob("k", 3), newJob("k", 3))
+	require.True(t, flagged(), "the push that started the list")
+	require.Len(t, fetchJobs(t, d, q, 1, time.Minute).Jobs, 1)
+	require.True(t, flagged(), "a job is left")
+	require.Len(t, fetchJobs(t, d, q, 10, time.Minute).Jobs, 1)
+	require.False(t, flagged(), "the fetch drained the list")
+}
+
 func TestJobBadParams(t *testing.T) {
 	t.Parallel()
 	_, d, q := jobSetup(t)
