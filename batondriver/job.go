@@ -89,7 +89,9 @@ type JobDriver interface {
 	QueueList(ctx context.Context) ([]string, error)
 
 	// QueuePause stops (or, with Resume, restarts) fetching from a queue for
-	// every process. Inserts continue; running jobs finish.
+	// every process. Inserts continue; running jobs finish. Resuming a
+	// paused queue wakes one waiting fetcher per available job (JobWait;
+	// a backend may cap how many one call wakes).
 	QueuePause(ctx context.Context, p *QueuePauseParams) error
 
 	// QueueScheduleRegister records a recurring schedule in a queue, or

@@ -1324,6 +1324,23 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		require.Len(t, res.Jobs, 1)
 	})
 
+	t.Run("ResumeWakesOnePerAvailableJob", func(t *testing.T) {
+		// Jobs inserted into a paused queue woke fetchers that found
+		// nothing to lease; a resume wakes one per available job.
+		f := newJobFixture(t, newDriver)
+		f.pause(false)
+		f.insert(newJob(), withJob(func(j *batondriver.JobInsert) { j.Priority = 7 }))
+		f.drainWakes()
+		a, b := f.wait(f.ctx, 5*time.Second), f.wait(f.ctx, 5*time.Second)
+		time.Sleep(50 * time.Millisecond) // let both wait
+		f.pause(true)
+		for _, ch := range []<-chan waited{a, b} {
+			w := f.waitResult(ch)
+			require.NoError(t, w.err)
+			require.Less(t, w.took, 2500*time.Millisecond, "two available jobs did not wake two waiters")
+		}
+	})
+
 	t.Run("WaitWokenByInsert", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		ch := f.wait(f.ctx, 10*time.Second)

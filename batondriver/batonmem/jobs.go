@@ -1180,6 +1180,10 @@ func (d *Driver) QueuePause(ctx context.Context, p *batondriver.QueuePauseParams
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.queue(p.Queue)
+	if q.paused && p.Resume {
+		// Waiters woken while it was paused found nothing to lease.
+		q.wake(q.states[batondriver.JobStateAvailable].Len())
+	}
 	q.paused = !p.Resume
 	s.tidy(p.Queue, q)
 	return nil

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton/batondriver"
@@ -359,36 +358,6 @@ func TestJobPause(t *testing.T) {
 	res = fetchJobs(t, d, q, 1, time.Minute)
 	require.False(t, res.Paused)
 	require.Len(t, res.Jobs, 1)
-}
-
-// Resuming a queue wakes one waiting fetcher per available job, of every
-// priority. (The memory driver's waiters are not woken by a resume: the
-// suite leaves it open.)
-func TestJobResumeWakesOnePerAvailableJob(t *testing.T) {
-	t.Parallel()
-	_, d, q := jobSetup(t)
-	ctx := jobCtx(t)
-	require.NoError(t, d.QueuePause(ctx, &batondriver.QueuePauseParams{Queue: q}))
-	insertJobs(t, d, q, newJob("k", 0), newJob("k", 7))
-	wait := func(timeout time.Duration) <-chan time.Duration {
-		ch := make(chan time.Duration, 1)
-		go func() {
-			start := time.Now()
-			assert.NoError(t, d.JobWait(ctx, &batondriver.JobWaitParams{Queue: q, Timeout: timeout}))
-			ch <- time.Since(start)
-		}()
-		return ch
-	}
-	// The inserts' wake tokens, taken.
-	for took := time.Duration(0); took < 40*time.Millisecond; {
-		took = <-wait(50 * time.Millisecond)
-	}
-	a, b := wait(5*time.Second), wait(5*time.Second)
-	time.Sleep(50 * time.Millisecond) // let both wait
-	require.NoError(t, d.QueuePause(ctx, &batondriver.QueuePauseParams{Queue: q, Resume: true}))
-	for _, ch := range []<-chan time.Duration{a, b} {
-		require.Less(t, <-ch, 2500*time.Millisecond, "two available jobs did not wake two waiters")
-	}
 }
 
 // A list's flag in meta (docs/redis-keys.md) is set by the push that starts
