@@ -229,6 +229,72 @@ func TestStalledScheduleFiresTheLatestTickDue(t *testing.T) {
 	}
 }
 
+// lateSchedule has a single tick, at, and its String (which the client's
+// schedule goroutine reads first of all, for its registration) waits for
+// gate: it holds that goroutine back, as a loaded machine would.
+type lateSchedule struct {
+	at   atomic.Pointer[time.Time]
+	gate chan struct{}
+}
+
+func (s *lateSchedule) String() string { <-s.gate; return "once, late" }
+
+func (s *lateSchedule) Next(t time.Time) time.Time {
+	if at := s.at.Load(); at != nil && t.Before(*at) {
+		return *at
+	}
+	return time.Time{}
+}
+
+// A tick due after Start but before the schedule's goroutine first ran is
+// fired: the first tick is the first after Start, not after the goroutine
+// ran. (Counted from the goroutine, it would have no tick left, and say so.)
+func TestScheduleFiresTickDueBeforeItsGoroutineRan(t *testing.T) {
+	t.Parallel()
+	s := &lateSchedule{gate: make(chan struct{})}
+	var once sync.Once
+	release := func() { once.Do(func() { close(s.gate) }) }
+	fired := make(chan time.Time, 1)
+	noTick := make(chan struct{})
+	var logged sync.Once
+	log := slog.New(&hookHandler{fn: func(r slog.Record) {
+		if strings.Contains(r.Message, "no next tick") {
+			logged.Do(func() { close(noTick) })
+		}
+	}})
+	w := baton.NewWorkers()
+	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), nil)
+	c, err := baton.NewClient(batonmem.New(), &baton.Config{Workers: w, Logger: log, PeriodicJobs: []*baton.PeriodicJob{{
+		Name: "late", Schedule: s,
+		Job: func(tick time.Time) (baton.JobArgs, *baton.InsertOpts) {
+			fired <- tick
+			return emailArgs{}, nil
+		},
+	}}})
+	require.NoError(t, err)
+	start(t, c)
+	t.Cleanup(release) // before Stop (cleanups run last first)
+
+	// The tick falls after Start returned and passes while the goroutine
+	// is held; only then is it let go.
+	at := time.Now().Add(time.Millisecond)
+	s.at.Store(&at)
+	<-time.After(time.Until(at))
+	for !time.Now().After(at) {
+		<-time.After(time.Millisecond)
+	}
+	release()
+
+	select {
+	case tick := <-fired:
+		require.Equal(t, at, tick)
+	case <-noTick:
+		t.Fatal("the tick due between Start and the schedule goroutine's first run was skipped")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tick did not fire")
+	}
+}
+
 // neverSchedule has no next tick, as a Schedule of the user's may have
 // (Cron refuses a spec that matches no date).
 type neverSchedule struct{}
