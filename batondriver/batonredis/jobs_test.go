@@ -217,6 +217,41 @@ func TestJobRecover(t *testing.T) {
 	require.Equal(t, []string{rows[0].ID}, fin.Stale)
 }
 
+// A reply of job_extend naming a lease it was not given (0, or past the
+// last) is an error that says so, not a panic or another job's ID. The
+// script is swapped for one that answers with such a number.
+func TestJobExtendRejectsLeaseNumbersOutOfRange(t *testing.T) {
+	t.Parallel()
+	for bad, want := range map[string]string{"0": "#0", "-1": "#-1", "n + 1": "#3"} {
+		t.Run(bad, func(t *testing.T) {
+			t.Parallel()
+			_, d, q := jobSetup(t)
+			broken := *d.scripts
+			_, f := newJobLibrary(luaJobLib, map[string]string{
+				"job_extend": "local n = #KEYS - FIRST_JOB_KEY + 1\nreturn {now_ms(), " + bad + "}",
+			})
+			broken.jobExtend = f["job_extend"]
+			d.scripts = &broken
+
+			var res *batondriver.JobExtendResult
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Fatalf("JobExtend panicked on lease #%s of 2: %v", bad, p)
+					}
+				}()
+				res, err = d.JobExtend(jobCtx(t), &batondriver.JobExtendParams{Queue: q, TTL: time.Minute, Leases: []batondriver.JobLease{
+					{ID: "a", Lease: "la"}, {ID: "b", Lease: "lb"},
+				}})
+			}()
+			require.Error(t, err, "lost: %v", res)
+			require.Nil(t, res)
+			require.ErrorContains(t, err, "unexpected reply: lease "+want+" of 2")
+		})
+	}
+}
+
 func TestJobRecoverDelay(t *testing.T) {
 	t.Parallel()
 	_, d, q := jobSetup(t)
