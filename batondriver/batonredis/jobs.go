@@ -73,7 +73,7 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 	k := d.queueKeys(p.Queue)
 	var f *jobFunc
 	var keys []string
-	if len(p.Jobs) == 1 && p.Once == nil && args[8] == "" && args[12] == "" && args[7] == "0" {
+	if j := p.Jobs[0]; len(p.Jobs) == 1 && p.Once == nil && j.Key == "" && j.Unique == nil && j.Delay == 0 && runAtMS(j.RunAt) == 0 {
 		// The most common insert, one job with neither concurrency key nor
 		// unique key, due now: job_insert_one.lua, sent only what it reads.
 		f, args = d.scripts.jobInsertOne, args[:insertOneArgs]
