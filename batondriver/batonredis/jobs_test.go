@@ -922,3 +922,21 @@ func TestFetchSweepsLapsedPeriodClaim(t *testing.T) {
 	fetchJobs(t, d, q, 0, time.Minute)
 	require.Equal(t, []int64{0, 0}, []int64{exists(qk[keyUnique]), exists(qk[keyUniquePeriods])}, "the lapsed claim is swept")
 }
+
+// The queue keys are built once per queue name, and the cache of them
+// stays bounded however many names a process uses.
+func TestKeyCacheBounded(t *testing.T) {
+	var c keyCache
+	built := 0
+	build := func(q string) queueKeys {
+		built++
+		return queueKeys{base: q}
+	}
+	require.Equal(t, "a", c.get("a", build).base)
+	require.Equal(t, "a", c.get("a", build).base)
+	require.Equal(t, 1, built, "built again though cached")
+	for i := range 3 * maxCachedQueues {
+		require.Equal(t, fmt.Sprint(i), c.get(fmt.Sprint(i), build).base)
+		require.LessOrEqual(t, len(c.m), maxCachedQueues)
+	}
+}
