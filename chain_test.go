@@ -551,8 +551,7 @@ type congestedFinishes struct {
 	chained   string // the ID of the job chained behind it
 	recorded  chan struct{}
 	record    sync.Once
-	cutOff    atomic.Bool // the held reply came too late
-	heldAhead atomic.Bool
+	heldReply // of the job ahead's finish
 }
 
 func (d *congestedFinishes) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
@@ -578,14 +577,8 @@ func (d *congestedFinishes) JobFinish(ctx context.Context, p *batondriver.JobFin
 	if err == nil && chained {
 		d.record.Do(func() { close(d.recorded) })
 	}
-	if err == nil && hold {
-		d.heldAhead.Store(true)
-		select {
-		case <-d.recorded:
-		case <-ctx.Done():
-			d.cutOff.Store(true)
-			return nil, ctx.Err()
-		}
+	if hold {
+		return d.hold(ctx, d.recorded, res, err)
 	}
 	return res, err
 }
@@ -637,7 +630,7 @@ func TestJobChainedBehindAWorkerGoneOnIsGivenBack(t *testing.T) {
 	select {
 	case attempt := <-thirdRan:
 		require.False(t, d.cutOff.Load(), "the held reply of the job ahead's finish came after its deadline")
-		require.True(t, d.heldAhead.Load())
+		require.True(t, d.held.Load())
 		require.Equal(t, 1, attempt, "the job chained behind the worker that went on waited out its lease, its attempt counted")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the third job never ran")

@@ -672,27 +672,49 @@ func (d *losingChained) JobExtend(ctx context.Context, p *batondriver.JobExtendP
 	return res, nil
 }
 
+// heldReply holds the reply of one driver call, the first it is asked to,
+// after the backend has run the call: until release is closed, or else
+// until the call's context ends, when the reply is lost as one that came
+// too late would be, and cutOff records it. Tests check cutOff to know
+// the hold ended as they meant it to, within the caller's deadline.
+type heldReply struct {
+	held   atomic.Bool
+	cutOff atomic.Bool
+}
+
+// hold holds res, err as the type says, the first time it is called.
+func (h *heldReply) hold(ctx context.Context, release <-chan struct{}, res *batondriver.JobFinishResult, err error) (*batondriver.JobFinishResult, error) {
+	if err != nil || !h.held.CompareAndSwap(false, true) {
+		return res, err
+	}
+	select {
+	case <-release:
+		return res, nil
+	case <-ctx.Done():
+		h.cutOff.Store(true)
+		return nil, ctx.Err()
+	}
+}
+
+// finishes says whether p records the outcome of job id.
+func finishes(p *batondriver.JobFinishParams, id string) bool {
+	return slices.ContainsFunc(p.Finished, func(f *batondriver.JobFinish) bool { return f.ID == id })
+}
+
 // lostWhileRunning loses the lease of the chained job once it has started,
 // and runs the finish of the job ahead at once but holds its reply, within
 // the call's deadline, until another job has run.
 type lostWhileRunning struct {
 	*losingChained
-	ahead  string
-	ran    chan struct{} // closed by the other job's handler
-	held   atomic.Bool
-	cutOff atomic.Bool // the held reply came too late
+	heldReply
+	ahead string
+	ran   chan struct{} // closed by the other job's handler
 }
 
 func (d *lostWhileRunning) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
 	res, err := d.JobDriver.JobFinish(ctx, p)
-	if err == nil && slices.ContainsFunc(p.Finished, func(f *batondriver.JobFinish) bool { return f.ID == d.ahead }) &&
-		d.held.CompareAndSwap(false, true) {
-		select {
-		case <-d.ran:
-		case <-ctx.Done():
-			d.cutOff.Store(true)
-			return nil, ctx.Err()
-		}
+	if finishes(p, d.ahead) {
+		return d.hold(ctx, d.ran, res, err)
 	}
 	return res, err
 }
@@ -749,9 +771,8 @@ func TestLostChainedJobDoesNotWaitForTheJobAhead(t *testing.T) {
 // of a job chained behind that one, and of the recording of its outcome.
 type lostWhileWaiting struct {
 	*losingChained
+	heldReply
 	ahead         string
-	held          atomic.Bool
-	cutOff        atomic.Bool // the held reply came too late
 	chainedBehind atomic.Bool
 	recorded      chan struct{}
 	record        sync.Once
@@ -767,18 +788,11 @@ func (d *lostWhileWaiting) JobFinish(ctx context.Context, p *batondriver.JobFini
 			d.chainedBehind.Store(true)
 		}
 	}
-	for _, f := range p.Finished {
-		switch {
-		case f.ID == d.chained:
-			d.record.Do(func() { close(d.recorded) })
-		case f.ID == d.ahead && d.held.CompareAndSwap(false, true):
-			select {
-			case <-d.twice:
-			case <-ctx.Done():
-				d.cutOff.Store(true)
-				return nil, ctx.Err()
-			}
-		}
+	if finishes(p, d.chained) {
+		d.record.Do(func() { close(d.recorded) })
+	}
+	if finishes(p, d.ahead) {
+		return d.hold(ctx, d.twice, res, nil)
 	}
 	return res, nil
 }
