@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver"
 	"github.com/batonhq/baton/bench/internal/jobcell"
@@ -33,7 +35,7 @@ type batonSide struct {
 // set, is registered as the worker of benchArgs. The client's logs are
 // discarded.
 func newBatonSide(addr, prefix string, cfg *baton.Config, work baton.WorkFunc[benchArgs]) (*batonSide, error) {
-	cell, err := jobcell.NewBaton(addr, prefix)
+	cell, err := jobcell.NewBatonOptions(rueidis.ClientOption{InitAddress: []string{addr}, MaxFlushDelay: flushDelay}, prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -67,6 +67,11 @@ var verbose bool
 // only, if set, selects the rows of parts 1-3 to run (-only).
 var only *regexp.Regexp
 
+// flushDelay is the MaxFlushDelay of the rueidis client under every Baton
+// Client (parts 1-4, not the floors of 4b and 4c), set by -flush-delay;
+// 0 is rueidis's default, which flushes at once.
+var flushDelay time.Duration
+
 // selected reports whether -only lets the row name run.
 func selected(name string) bool { return runflags.Selected(only, name) }
 
@@ -76,7 +81,12 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process to `file`")
 	flag.BoolVar(&verbose, "v", false, "also print each cell's server commands per job and their cost")
 	onlyRe := flag.String("only", "", "run only the rows of parts 1-3 whose name matches `regexp` (for diagnosis)")
+	flag.DurationVar(&flushDelay, "flush-delay", 0, "rueidis `MaxFlushDelay` under every Baton Client (parts 1-4, not 4b and 4c; 0: rueidis's default)")
 	flag.Parse()
+	if flushDelay < 0 {
+		fmt.Fprintln(os.Stderr, "bench-jobs: -flush-delay must not be negative")
+		os.Exit(2)
+	}
 	only = runflags.Only("bench-jobs", *onlyRe)
 	if err := run(*quick, *parts, *cpuprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-jobs:", err)
@@ -97,6 +107,9 @@ func run(quick bool, parts, cpuprofile string) error {
 	defer bed.Close()
 	fmt.Printf("  peer:         github.com/hibiken/asynq %s\n", machine.ModuleVersion("github.com/hibiken/asynq"))
 	machine.PrintMode(os.Stdout, quick, "small sizes")
+	if flushDelay > 0 {
+		fmt.Printf("  Baton's rueidis clients (parts 1-4, not 4b and 4c): MaxFlushDelay %v (-flush-delay)\n\n", flushDelay)
+	}
 
 	e := &env{p: p, addr: bed.Addr, stats: bed.Stats, goals: &goals.List{}}
 	err = runflags.RunParts(ctx, parts, e, []runflags.Part[*env]{

@@ -95,7 +95,13 @@ func NewGoRedis(addr string, db int, n *atomic.Int64) *redis.Client {
 // NewRueidis returns a rueidis client with default options whose commands
 // add to n.
 func NewRueidis(addr string, n *atomic.Int64) (rueidis.Client, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+	return NewRueidisOptions(rueidis.ClientOption{InitAddress: []string{addr}}, n)
+}
+
+// NewRueidisOptions returns a rueidis client with options o whose commands
+// add to n.
+func NewRueidisOptions(o rueidis.ClientOption, n *atomic.Int64) (rueidis.Client, error) {
+	c, err := rueidis.NewClient(o)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // Baton is the Baton end of one cell: a rueidis client of its own (default
-// options, commands counted in Sent) and a batonredis driver on a key
+// options unless made by NewBatonOptions, commands counted in Sent) and a batonredis driver on a key
 // prefix of the cell's own, in database 0. The command makes the Client,
 // on Driver or on a wrapper around it.
 type Baton struct {
@@ -28,8 +28,15 @@ type Baton struct {
 
 // NewBaton makes a Baton cell on key prefix of the server at addr.
 func NewBaton(addr, prefix string) (*Baton, error) {
+	return NewBatonOptions(rueidis.ClientOption{InitAddress: []string{addr}}, prefix)
+}
+
+// NewBatonOptions makes a Baton cell on key prefix, its rueidis client
+// made with options o (o.InitAddress names the server) instead of the
+// defaults.
+func NewBatonOptions(o rueidis.ClientOption, prefix string) (*Baton, error) {
 	b := &Baton{Prefix: prefix}
-	rc, err := cmdcount.NewRueidis(addr, &b.Sent)
+	rc, err := cmdcount.NewRueidisOptions(o, &b.Sent)
 	if err != nil {
 		return nil, err
 	}
