@@ -193,3 +193,42 @@ func TestLegacyAvailableHoldersDemotedBeforeListed(t *testing.T) {
 	require.Equal(t, batondriver.JobStateParked, job.State, "the legacy holder, fetched last, demoted")
 	require.Equal(t, ids(listed), ids(fetchJobs(t, d, q, 10, time.Minute).Jobs))
 }
+
+// QueueStats counts the available jobs that an older version left in its
+// sorted set before any fetch moved them, and OldestAvailable looks at the
+// first job of each priority as a fetch would give them out: a legacy one
+// where its priority's list is empty. A fetch that moves them changes
+// neither.
+func TestLegacyAvailableCounted(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	insertJobs(t, d, q, newJob("k", 0), newJob("k", 4), newJob("k", 4))
+	legacy := toLegacy(t, client, d, q)
+	insertJobs(t, d, q, newJob("k", 4), newJob("k", 2))
+	k := d.queueKeys(q)
+	now := time.Now().Truncate(time.Millisecond)
+	runAt := func(id string, at time.Time) {
+		require.NoError(t, client.Do(t.Context(), client.B().Hset().Key(k.job(id)).FieldValue().
+			FieldValue("run_at", strconv.FormatInt(at.UnixMilli(), 10)).Build()).Error())
+	}
+	// The first of priority 0, in the set; the first in the set of
+	// priority 4 waits behind a listed job, so it is not at the front.
+	runAt(legacy[0], now.Add(-time.Hour))
+	runAt(legacy[1], now.Add(-2*time.Hour))
+
+	check := func(when string) {
+		t.Helper()
+		st, err := d.QueueStats(jobCtx(t), &batondriver.QueueParams{Queue: q})
+		require.NoError(t, err)
+		require.Equal(t, 5, st.Counts[batondriver.JobStateAvailable], when)
+		require.Equal(t, now.Add(-time.Hour).UnixMilli(), st.OldestAvailable.UnixMilli(), when)
+	}
+	check("before a fetch")
+	// A fetch of none (no deadline: nothing goes first) moves them.
+	_, err := d.JobFetch(context.Background(), &batondriver.JobFetchParams{Queue: q, Max: 0, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	seq, err := client.Do(t.Context(), client.B().Hexists().Key(k.keys[keyMeta]).Field("seq").Build()).AsBool()
+	require.NoError(t, err)
+	require.False(t, seq, "the fetch did not move the legacy jobs")
+	check("after a fetch moved them")
+}

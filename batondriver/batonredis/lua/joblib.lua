@@ -230,12 +230,23 @@ local function legacy_set()
   return string.sub(A, 1, -2)
 end
 
+-- The priority of a job in the LEGACY set, from its score.
+local function legacy_priority(score)
+  return math.floor(tonumber(score) / LEGACY_SPAN)
+end
+
+-- The scores of priority p in the LEGACY set, as the bounds of a ZCOUNT
+-- or a ZRANGE BYSCORE: from (inclusive), to (exclusive).
+local function legacy_band(p)
+  return int(p * LEGACY_SPAN), '(' .. int((p + 1) * LEGACY_SPAN)
+end
+
 local function migrate(n)
   local legacy = legacy_set()
   local old = redis.call('ZRANGE', legacy, 0, n - 1, 'WITHSCORES')
   local by, ids = {}, {}
   for i = 1, #old, 2 do
-    local p = math.floor(tonumber(old[i + 1]) / LEGACY_SPAN)
+    local p = legacy_priority(old[i + 1])
     if not by[p] then by[p] = {} end
     by[p][#by[p] + 1] = old[i]
     ids[#ids + 1] = old[i]
