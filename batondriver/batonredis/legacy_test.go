@@ -194,6 +194,28 @@ func TestLegacyAvailableHoldersDemotedBeforeListed(t *testing.T) {
 	require.Equal(t, ids(listed), ids(fetchJobs(t, d, q, 10, time.Minute).Jobs))
 }
 
+// listAvailable returns every available job of queue by JobList, a page
+// of limit at a time, and checks each page's Total against the whole.
+func listAvailable(t *testing.T, d *Driver, queue string, limit int) []string {
+	t.Helper()
+	var got []string
+	total := -1
+	for {
+		res, err := d.JobList(jobCtx(t), &batondriver.JobListParams{Queue: queue, State: batondriver.JobStateAvailable, Offset: len(got), Limit: limit})
+		require.NoError(t, err)
+		if total < 0 {
+			total = res.Total
+		}
+		require.Equal(t, total, res.Total, "Total changed between pages")
+		if len(res.Jobs) == 0 {
+			break
+		}
+		got = append(got, ids(res.Jobs)...)
+	}
+	require.Len(t, got, total, "Total is not the jobs listed")
+	return got
+}
+
 // QueueStats counts the available jobs that an older version left in its
 // sorted set before any fetch moved them, and OldestAvailable looks at the
 // first job of each priority as a fetch would give them out: a legacy one
@@ -231,4 +253,73 @@ func TestLegacyAvailableCounted(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, seq, "the fetch did not move the legacy jobs")
 	check("after a fetch moved them")
+}
+
+// JobList of available jobs lists those an older version left in its
+// sorted set where a fetch gives them out: after the listed jobs of their
+// priority. At every step of a sequence of fetches, the list is the order
+// in which the fetches that follow lease the jobs, while the set holds
+// jobs and after they all moved.
+func TestLegacyAvailableListedInFetchOrder(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	var jobs []*batondriver.JobInsert
+	for i := range 1500 {
+		jobs = append(jobs, newJob("k", []int{0, 4, 9, 4}[i%4]))
+	}
+	insertJobs(t, d, q, jobs...)
+	require.Len(t, toLegacy(t, client, d, q), 1500)
+	insertJobs(t, d, q, newJob("k", 4), newJob("k", 0), newJob("k", 2), newJob("k", 9))
+
+	var lists [][]string
+	var fetched []string
+	// Odd sizes, so that fetches end inside priorities, with the set still
+	// holding jobs after the first (a migration moves 1,000).
+	sizes := []int{7, 300, 1, 250, 500, 999}
+	for i := 0; ; i++ {
+		lists = append(lists, listAvailable(t, d, q, 1000))
+		// No deadline: no fetch of none goes first (see JobFetch).
+		res, err := d.JobFetch(context.Background(), &batondriver.JobFetchParams{Queue: q, Max: sizes[i%len(sizes)], LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		if len(res.Jobs) == 0 {
+			break
+		}
+		fetched = append(fetched, ids(res.Jobs)...)
+	}
+	require.Len(t, fetched, 1504)
+	require.Len(t, lists[0], 1504, "JobList before any fetch")
+	done := 0
+	for i, list := range lists {
+		require.True(t, slices.Equal(fetched[done:], list), "JobList before fetch %d is not the order the fetches leased", i+1)
+		if i < len(lists)-1 {
+			done += len(lists[i]) - len(lists[i+1])
+		}
+	}
+}
+
+// JobList pages through the jobs of the lists and of an older version's
+// sorted set in fetch order, whatever the Offset and Limit: pages end and
+// begin inside and at the ends of a priority's listed jobs and of its
+// legacy ones, and cross priorities with jobs of one kind only.
+func TestLegacyAvailableListPages(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	insertJobs(t, d, q, newJob("k", 5), newJob("k", 0), newJob("k", 9), newJob("k", 5), newJob("k", 0), newJob("k", 5))
+	legacy := toLegacy(t, client, d, q) // 0 0 5 5 5 9
+	listed := ids(insertJobs(t, d, q, newJob("k", 9), newJob("k", 3), newJob("k", 0), newJob("k", 3), newJob("k", 9)))
+	want := []string{listed[2]}                          // priority 0: listed,
+	want = append(want, legacy[:2]...)                   // then legacy;
+	want = append(want, listed[1], listed[3])            // 3: listed only;
+	want = append(want, legacy[2:5]...)                  // 5: legacy only;
+	want = append(want, listed[0], listed[4], legacy[5]) // 9: both.
+	n := len(want)
+	for offset := 0; offset <= n+1; offset++ {
+		for limit := 1; limit <= n+1; limit++ {
+			res, err := d.JobList(jobCtx(t), &batondriver.JobListParams{Queue: q, State: batondriver.JobStateAvailable, Offset: offset, Limit: limit})
+			require.NoError(t, err)
+			require.Equal(t, n, res.Total, "offset %d limit %d", offset, limit)
+			require.Equal(t, want[min(offset, n):min(offset+limit, n)], ids(res.Jobs), "offset %d limit %d", offset, limit)
+		}
+	}
+	require.Equal(t, want, listAvailable(t, d, q, 0), "the default page")
 }

@@ -4,7 +4,8 @@
 --
 -- KEYS: the queue keys (see joblib.lua). This script builds job keys as
 -- J .. id: the IDs come from the state's sorted set, or the available lists
--- (see the exception in joblib.lua).
+-- (and, LEGACY, the sorted set A without its last ":"; see the exception in
+-- joblib.lua).
 -- ARGV[1] state
 -- ARGV[2] offset
 -- ARGV[3] limit
@@ -12,7 +13,8 @@
 -- Returns {total, then per job its ID and the array of its fields (F in
 -- joblib.lua)}.
 -- Available jobs are listed in fetch order (priority, then arrival: when
--- they became available); scheduled ones by
+-- they became available; LEGACY jobs after the listed ones of their
+-- priority); scheduled ones by
 -- run_at, parked ones by when they were parked, dead, cancelled and dropped
 -- ones by finished, completed ones by when they are deleted (by finished, as
 -- long as every finish uses the same retention), and running ones by
@@ -23,16 +25,37 @@ local offset, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {0}
 local ids
 if ARGV[1] == 'available' then
-  -- Available: the lists, most urgent first, walked to the page.
+  -- Available: the lists, most urgent first, walked to the page. LEGACY:
+  -- while M's seq is set, each priority's jobs still in the sorted set of
+  -- an older version follow its listed ones, in the set's order, since a
+  -- fetch moves them to the tail of the list before it pops (migrate in
+  -- joblib.lua). Without seq this costs nothing: seq is read with the flags.
+  local mv = redis.call('HMGET', M, 'seq', unpack(BAND_FIELDS))
+  local legacy = mv[1] and legacy_set()
+  local listed = {}
+  for _, p in ipairs(flagged(mv, 2)) do listed[p] = true end
   ids = {}
-  for _, p in ipairs(available_bands()) do
-    local n = redis.call('LLEN', A .. p)
-    local from = math.max(offset - out[1], 0)
-    local want = limit - #ids
-    if want > 0 and from < n then
-      for _, id in ipairs(redis.call('LRANGE', A .. p, from, from + want - 1)) do ids[#ids + 1] = id end
-    end
+  -- The part of the page in a run of n jobs that follows the runs walked
+  -- so far: its start in the run and length, or nil if none; counts the
+  -- run in the total.
+  local function on_page(n)
+    local from, want = math.max(offset - out[1], 0), limit - #ids
     out[1] = out[1] + n
+    if want > 0 and from < n then return from, want end
+  end
+  local function add(page)
+    for _, id in ipairs(page) do ids[#ids + 1] = id end
+  end
+  for p = 0, MAX_PRIORITY do
+    if listed[p] then
+      local from, want = on_page(redis.call('LLEN', A .. p))
+      if from then add(redis.call('LRANGE', A .. p, from, from + want - 1)) end
+    end
+    if legacy then
+      local lo, hi = legacy_band(p)
+      local from, want = on_page(redis.call('ZCOUNT', legacy, lo, hi))
+      if from then add(redis.call('ZRANGE', legacy, lo, hi, 'BYSCORE', 'LIMIT', from, want)) end
+    end
   end
 elseif set == R then
   out[1] = redis.call('ZCARD', R)
