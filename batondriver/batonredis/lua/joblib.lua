@@ -222,7 +222,9 @@ end
 -- nor stranded after an upgrade, and processes of both versions may share
 -- a queue while one replaces the other (docs/redis-keys.md, "Upgrading").
 -- Their order among themselves is kept; a job this version made available
--- before they moved is fetched before them.
+-- before they moved is fetched before them. Until they move, job_stats.lua
+-- counts them and job_list.lua lists them in that order: after the listed
+-- jobs of their priority.
 local LEGACY_SPAN, LEGACY_BATCH = 4398046511104, 1000
 
 -- The sorted set of earlier versions (LEGACY).
