@@ -43,7 +43,9 @@ type LockDriver interface {
 	// lease it was granted ran out before it asked, it asks anew as a
 	// waiter.
 	// A Token that gave up before its waiting call ran (see LockRelease) is
-	// neither granted nor queued by it: Granted false, Position 0.
+	// neither granted nor queued by it: Granted false, Position 0 — unless
+	// it holds a slot, taken since by a Try (which no give-up stops): then
+	// the call reports that grant, as below.
 	//
 	// A Token that holds a slot is granted no second one, by a Try or a
 	// Wait as by a Recheck: whether slots are free or not, the call reports
@@ -51,7 +53,8 @@ type LockDriver interface {
 	// extended), issues no fence and does not queue Token. A call sent
 	// again with the same Token so never holds two slots nor ends the lease
 	// it was granted. A lease that ran out is held no more: its Token asks
-	// anew.
+	// anew. What Token holds is looked at before whether it gave up, in
+	// every mode: Granted always reports a slot Token holds.
 	LockAcquire(ctx context.Context, p *LockAcquireParams) (*LockAcquireResult, error)
 
 	// LockRelease removes Token from the key, whether it holds a slot or

@@ -515,6 +515,39 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		require.True(t, f.try(token(), 1, 10*time.Second).Granted, "the key is free")
 	})
 
+	// A token that gave up and took a slot since (a Try, which no mark
+	// stops) holds it: a waiting or rechecking call of it, late or not,
+	// reports that grant, as for any holder, and changes nothing. What a
+	// token holds is looked at before its give-up mark, in every mode.
+	t.Run("HeldSlotReportedBeforeGiveUpMark", func(t *testing.T) {
+		for _, recheck := range []bool{false, true} {
+			t.Run(fmt.Sprintf("Recheck=%v", recheck), func(t *testing.T) {
+				f := newLockFixture(t, newDriver)
+				w := token()
+				f.giveUp(w, 10*time.Second)
+				g := f.grant(w, 2)
+				res, err := f.d.LockAcquire(f.ctx, &batondriver.LockAcquireParams{
+					Key: f.key, Token: w, Limit: 2, TTL: 10 * time.Second, Wait: !recheck, Recheck: recheck, WaitTTL: 10 * time.Second,
+				})
+				require.NoError(t, err)
+				require.True(t, res.Granted, "a token that holds a slot was told it holds none: its give-up mark went first")
+				require.Equal(t, g.Fence, res.Fence, "the grant it holds")
+				require.Positive(t, res.TTL)
+				require.LessOrEqual(t, res.TTL, 10*time.Second, "the lease was extended")
+				require.Zero(t, res.Position)
+				info := f.inspect()
+				require.Equal(t, []string{w}, tokens(info.Holders), "a second slot, or none")
+				require.Equal(t, g.Fence, info.LastFence, "a fence was issued")
+				require.Empty(t, info.Waiters)
+				// The mark still stands once the slot is given back.
+				f.release(w, g.Fence)
+				_, res = f.wait(w, 2, 10*time.Second)
+				require.False(t, res.Granted, "the mark went with the slot")
+				require.Zero(t, res.Position)
+			})
+		}
+	})
+
 	// The mark of a give-up lasts WaitTTL, then the token is a stranger;
 	// with no WaitTTL there is none.
 	t.Run("GiveUpMarkLastsWaitTTL", func(t *testing.T) {

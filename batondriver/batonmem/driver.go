@@ -268,8 +268,13 @@ func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquirePara
 	m, s := sh.state(p.Key)
 	defer sh.tidy(p.Key, s)
 	if until, gone := s.gone[p.Token]; gone && wait && until.After(now) {
-		// Sent before its caller gave up, it comes too late: it changes
-		// nothing (as on Redis).
+		// A slot the token took since it gave up (a Try, which the mark
+		// does not stop) is reported as any holder's: what a token holds
+		// goes before its mark. Else the call, sent before its caller gave
+		// up, comes too late: it changes nothing (as on Redis).
+		if h := s.holders[p.Token]; h != nil && h.expires.After(now) {
+			return &batondriver.LockAcquireResult{Granted: true, Fence: h.fence, TTL: h.expires.Sub(now), Now: now}, nil
+		}
 		return &batondriver.LockAcquireResult{NextExpiry: s.nextExpiry(now), Now: now}, nil
 	}
 	m.dlimit = p.Limit

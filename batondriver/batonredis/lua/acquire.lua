@@ -20,7 +20,9 @@
 -- reports the grant it holds (its fence, the ms it has left) and changes
 -- nothing else. A lease that ran out is held no more: its token asks anew.
 -- A waiting or rechecking token that gave up (release.lua marked it GONE)
--- changes nothing: the call ran after its caller's give-up.
+-- and holds no live slot changes nothing: the call ran after its caller's
+-- give-up. One that holds a slot (taken by a try since) is reported that
+-- grant first, as above.
 local token, ttl, mode = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local now = now_ms()
 
@@ -45,9 +47,17 @@ local function gave_up()
   return expiry ~= false and tonumber(expiry) > now
 end
 
--- A queued or holding token cannot be marked (a give-up removes it), so a
--- recheck looks for the mark only once it finds neither, below.
+-- A give-up removes the token from the queue and from the holders, but a
+-- Try, which no mark stops, may grant it a slot since: what it holds goes
+-- before its mark, in every mode. A recheck looks for the mark only once
+-- it finds neither a place nor a grant, below; a wait that finds the mark
+-- reports a live grant, else changes nothing.
 if mode == 'wait' and gave_up() then
+  local held = find_holder(token)
+  local left = held and tonumber(redis.call('ZSCORE', H, held)) - now
+  if left and left > 0 then
+    return {1, tonumber(string.match(held, '^(%d+):')), left, 0, 0, now}
+  end
   return gone()
 end
 
