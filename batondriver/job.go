@@ -42,8 +42,11 @@ type JobDriver interface {
 
 	// JobWait blocks until a job may be available in the queue (an insert
 	// woke it), Timeout passes, or ctx ends. It wakes one waiter per job
-	// made available, not all of them. It is a hint: the caller fetches and
-	// may find nothing.
+	// made available, not all of them: each call that makes jobs available
+	// leaves one wake token per job it leaves available, none for a job it
+	// leases itself (a fetch, or a finish with Fetch, may lease jobs it
+	// admitted or promoted). It is a hint: the caller fetches and may find
+	// nothing.
 	JobWait(ctx context.Context, p *JobWaitParams) error
 
 	// JobExtend renews the leases of running jobs. It reports the jobs whose

@@ -23,7 +23,8 @@ import (
 //     over that holder's.
 //   - Every transition that frees slots promotes as many parked jobs, in
 //     park order, as slots became free, in the same atomic step, and wakes
-//     one fetcher per job promoted.
+//     one fetcher per job promoted and left available (one that the same
+//     call leases wakes nobody: see JobDriver.JobWait).
 //   - A key's limit is the override stored with KeySetLimit if any, else the
 //     default limit carried by the job being admitted. 0 halts the key.
 //   - Each key has a fencing token, strictly increasing across the key's

@@ -225,6 +225,24 @@ func (f *jobFixture) waitResult(ch <-chan waited) waited {
 	}
 }
 
+// takeWakes takes every wake token the queue holds and returns how many
+// there were: it calls JobWait, one call at a time, until one times out.
+// A call that finds a token returns at once; one that times out took its
+// whole Timeout.
+func (f *jobFixture) takeWakes() int {
+	f.t.Helper()
+	const timeout = 200 * time.Millisecond
+	for n := 0; n < 100; n++ {
+		w := f.waitResult(f.wait(f.ctx, timeout))
+		require.NoError(f.t, w.err)
+		if w.took >= timeout-20*time.Millisecond {
+			return n
+		}
+	}
+	f.t.Fatal("wake tokens without end")
+	return 0
+}
+
 // eventually calls cond every 10ms until it is true, or fails the test
 // after waitFor. cond runs on the test's goroutine, so it may use require.
 func (f *jobFixture) eventually(what string, cond func() bool) {
@@ -1399,6 +1417,45 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 			require.NoError(t, w.err)
 			require.Less(t, w.took, timeout/2, "two jobs did not wake two waiters")
 		}
+	})
+
+	// A call wakes one fetcher per job it made available and left
+	// available, not per job it made available: a job it leased itself
+	// wakes nobody, even while it leaves older jobs available (their tokens
+	// were pushed when they became available). Here each call makes two
+	// jobs available and leases the more urgent, before an older one.
+	t.Run("WaitWokenOnlyForJobsLeftAvailable", func(t *testing.T) {
+		t.Run("Fetch", func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			old := f.insertIn(available, withJob(prio(5)))
+			due := func(p int) *batondriver.JobInsert {
+				return withJob(func(j *batondriver.JobInsert) { j.Priority, j.Delay = p, 20*time.Millisecond })
+			}
+			urgent, later := f.insertIn(scheduled, due(0)), f.insertIn(scheduled, due(5))
+			f.takeWakes()
+			time.Sleep(50 * time.Millisecond) // both due, by the backend's clock too
+			require.Equal(t, []string{urgent.ID}, ids(f.fetch(1).Jobs), "the fetch leases the urgent job it admits")
+			require.Equal(t, 1, f.takeWakes(), "wake tokens for the two jobs a fetch admitted and the one it leased")
+			f.requireState(available, old.ID, later.ID)
+		})
+		t.Run("FinishFetch", func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			h1, h2 := f.hold(k, 2, time.Minute, prio(5)), f.hold(k, 2, time.Minute, prio(5))
+			urgent := f.insertIn(parked, keyJob(k, 2, prio(0)))
+			later := f.insertIn(parked, keyJob(k, 2, prio(5)))
+			old := f.insertIn(available, withJob(prio(5)))
+			f.takeWakes()
+			res, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Retention: time.Hour,
+				Finished: []*batondriver.JobFinish{outcome(h1, batondriver.JobOutcomeCompleted, "", time.Time{}),
+					outcome(h2, batondriver.JobOutcomeCompleted, "", time.Time{})},
+				Fetch: &batondriver.JobFinishFetch{Max: 1, LeaseTTL: time.Minute}})
+			require.NoError(t, err)
+			require.Empty(t, res.Stale)
+			require.Equal(t, []string{urgent.ID}, ids(res.Jobs), "the finish leases the urgent job it promotes")
+			require.Equal(t, 1, f.takeWakes(), "wake tokens for the two jobs a finish promoted and the one it leased")
+			f.requireState(available, old.ID, later.ID)
+		})
 	})
 
 	t.Run("WaitTimeout", func(t *testing.T) {

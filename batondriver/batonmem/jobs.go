@@ -553,7 +553,8 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		return res, nil
 	}
 
-	made := 0 // jobs made available
+	since := q.seq // jobs that enter a state from here on entered it in this call
+	made := 0      // jobs made available
 	scheduled := q.states[batondriver.JobStateScheduled]
 	for range fetchBatch {
 		j := scheduled.first()
@@ -615,7 +616,7 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		return res, nil
 	}
 
-	leased := q.lease(p.Max, p.LeaseTTL, now)
+	leased, fresh := q.lease(p.Max, p.LeaseTTL, now, since)
 	var chained []*job
 	if p.Chain {
 		chained = q.chain(leased, now)
@@ -626,25 +627,31 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		q.tokens = 0
 	} else {
 		res.More = available.Len() > 0
-		if made > 0 {
-			q.wake(min(made, available.Len()))
+		// One token per job made available and left so: a job this fetch
+		// made available and leased itself wakes nobody (as on Redis).
+		if left := made - fresh; left > 0 {
+			q.wake(min(left, available.Len()))
 		}
 	}
 	return res, nil
 }
 
 // lease leases up to max available jobs, in fetch order, for ttl from now
-// (see start), and returns them in that order.
-func (q *queueState) lease(max int, ttl time.Duration, now time.Time) []*job {
-	var out []*job
+// (see start), and returns them in that order, and how many of them became
+// available after the queue's entry number since: made available by the
+// caller's own call, they need not wake anyone.
+func (q *queueState) lease(max int, ttl time.Duration, now time.Time, since uint64) (out []*job, fresh int) {
 	available := q.states[batondriver.JobStateAvailable]
 	for len(out) < max && available.Len() > 0 {
 		j := available.first()
+		if j.seq > since {
+			fresh++
+		}
 		q.remove(j)
 		q.start(j, now.Add(ttl), now)
 		out = append(out, j)
 	}
-	return out
+	return out, fresh
 }
 
 // start leases j, in no state, until until: running, its attempt counted
@@ -698,7 +705,8 @@ func (q *queueState) sweep(st batondriver.JobState, retention time.Duration, now
 }
 
 // JobWait implements batondriver.JobDriver. Each wake token (one per job
-// made available outside a fetch's own leasing, at most 1000 unclaimed)
+// made available and not leased by the call that made it available, at
+// most 1000 unclaimed)
 // wakes exactly one call, the longest waiting; a call that finds a token
 // returns at once. A call whose ctx ends after it was handed a token passes
 // the token on. Timeout must be at least 1ms.
@@ -843,7 +851,11 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 	now := time.Now()
 	res := &batondriver.JobFinishResult{}
 	q := s.queues[p.Queue]
-	woken := 0
+	var since uint64 // jobs that enter a state after it entered it in this call
+	if q != nil {
+		since = q.seq
+	}
+	woken := 0       // jobs made available
 	var heirs []*job // chained jobs that took over a slot, in outcome order
 	for _, f := range p.Finished {
 		if f.Delay > 0 { // due by this backend's clock
@@ -939,8 +951,11 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 	}
 	var leased, chained []*job
 	if p.Fetch != nil && q != nil && !q.paused {
-		leased = q.lease(p.Fetch.Max, p.Fetch.LeaseTTL, now)
-		woken = min(woken, q.states[batondriver.JobStateAvailable].Len())
+		var fresh int
+		leased, fresh = q.lease(p.Fetch.Max, p.Fetch.LeaseTTL, now, since)
+		// One token per job made available and left so: one leased here
+		// wakes nobody (as on Redis).
+		woken = min(woken-fresh, q.states[batondriver.JobStateAvailable].Len())
 		if len(leased) < p.Fetch.Max {
 			woken = 0
 		}
