@@ -31,6 +31,11 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
+	if p.Once != nil && (p.Once.Name == "" || p.Once.Tick.IsZero()) {
+		// Checked before an insert of none returns: bad parameters are
+		// refused whatever else the call holds (as in memory).
+		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Once needs a Name and a Tick", batondriver.ErrBadParams))
+	}
 	if len(p.Jobs) == 0 {
 		if err := ctx.Err(); err != nil { // as for JobFinish
 			return nil, jobErr(op, p.Queue, err)
@@ -65,9 +70,6 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 			j.Key, limit, string(onBusy(j)), delay, ukey, scope, conflict)
 	}
 	if p.Once != nil {
-		if p.Once.Name == "" || p.Once.Tick.IsZero() {
-			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: Once needs a Name and a Tick", batondriver.ErrBadParams))
-		}
 		args = append(args, p.Once.Name, strconv.FormatInt(p.Once.Tick.UnixMilli(), 10))
 	}
 	k := d.queueKeys(p.Queue)
