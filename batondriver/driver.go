@@ -4,8 +4,11 @@
 // happens entirely or not at all, as seen by every process sharing the
 // backend. Time-based decisions (expiry, ordering) are made with the
 // backend's own clock, never with a caller's wall clock. A call whose
-// context has ended does nothing and returns an error: the context's, or,
-// on some backends, ErrBadParams first if its parameters are invalid.
+// context has ended does nothing and returns an error: ErrBadParams if its
+// parameters are invalid, on every backend (they are checked first: a
+// programming error, whatever the timing), else the context's. A refusal
+// that depends on stored state (a running job cannot be deleted) needs the
+// backend, so an ended context goes before it.
 //
 // The interface serves Baton's own packages. It may change between minor
 // versions; backends outside this module should expect to follow it. Every

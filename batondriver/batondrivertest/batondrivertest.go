@@ -22,6 +22,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver)
 	t.Run("Lock", func(t *testing.T) { exerciseLocks(t, newDriver) })
 	t.Run("LockList", func(t *testing.T) { exerciseLockList(t, newDriver) })
 	t.Run("LockEndedContext", func(t *testing.T) { exerciseLockEndedContexts(t, newDriver) })
+	t.Run("LockEndedContextBadParams", func(t *testing.T) { exerciseLockEndedContextBadParams(t, newDriver) })
 }
 
 // ExerciseJobs runs the job suite, with per-key concurrency and uniqueness
@@ -37,6 +38,7 @@ func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 	t.Run("Unique", func(t *testing.T) { exerciseUnique(t, newDriver) })
 	t.Run("Schedule", func(t *testing.T) { exerciseSchedules(t, newDriver) })
 	t.Run("EndedContext", func(t *testing.T) { exerciseEndedContexts(t, newDriver) })
+	t.Run("EndedContextBadParams", func(t *testing.T) { exerciseEndedContextBadParams(t, newDriver) })
 	t.Run("Mutant", func(t *testing.T) { exerciseMutants(t, newDriver) })
 }
 

@@ -1763,6 +1763,100 @@ func exerciseEndedContexts(t *testing.T, newDriver func(t *testing.T) batondrive
 	require.Empty(t, scheds.Schedules, "no schedule registered")
 }
 
+// exerciseEndedContextBadParams checks that a job call with invalid
+// parameters returns ErrBadParams whether or not its context has ended, as
+// exerciseLockEndedContextBadParams does for locks: each call below has one
+// invalid parameter, most of them checked after the queue's name.
+func exerciseEndedContextBadParams(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+	f := newJobFixture(t, newDriver)
+	q := f.queue
+	bogus := batondriver.JobLease{ID: unknownID, Lease: "x"}
+	calls := map[string]func(ctx context.Context) error{
+		"JobInsert: a priority out of range": func(ctx context.Context) error {
+			_, err := f.d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: q, Jobs: []*batondriver.JobInsert{withJob(prio(batondriver.MaxPriority + 1))}})
+			return err
+		},
+		"JobInsert: a bad queue name": func(ctx context.Context) error {
+			_, err := f.d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: "a queue", Jobs: []*batondriver.JobInsert{newJob()}})
+			return err
+		},
+		"JobInsert of none: Once without a Name": func(ctx context.Context) error {
+			_, err := f.d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: q, Once: &batondriver.JobInsertOnce{Tick: time.Now()}})
+			return err
+		},
+		"JobFetch: no LeaseTTL": func(ctx context.Context) error {
+			_, err := f.d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: q, Max: 1})
+			return err
+		},
+		"JobWait: no Timeout": func(ctx context.Context) error {
+			return f.d.JobWait(ctx, &batondriver.JobWaitParams{Queue: q})
+		},
+		"JobExtend: no TTL": func(ctx context.Context) error {
+			_, err := f.d.JobExtend(ctx, &batondriver.JobExtendParams{Queue: q, Leases: []batondriver.JobLease{bogus}})
+			return err
+		},
+		"JobFinish: an unknown outcome": func(ctx context.Context) error {
+			_, err := f.d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q,
+				Finished: []*batondriver.JobFinish{{JobLease: bogus, Outcome: "nope"}}})
+			return err
+		},
+		"JobFinish: Fetch of none": func(ctx context.Context) error {
+			_, err := f.d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q,
+				Fetch: &batondriver.JobFinishFetch{LeaseTTL: time.Minute}})
+			return err
+		},
+		"JobFinish of none: a negative Retention": func(ctx context.Context) error {
+			_, err := f.d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Retention: -time.Second})
+			return err
+		},
+		"JobGet: no ID": func(ctx context.Context) error {
+			_, err := f.d.JobGet(ctx, &batondriver.JobGetParams{Queue: q})
+			return err
+		},
+		"JobList: an unknown state": func(ctx context.Context) error {
+			_, err := f.d.JobList(ctx, &batondriver.JobListParams{Queue: q, State: "nope"})
+			return err
+		},
+		"JobRetry: no ID": func(ctx context.Context) error {
+			_, err := f.d.JobRetry(ctx, &batondriver.JobGetParams{Queue: q})
+			return err
+		},
+		"JobDelete: no queue": func(ctx context.Context) error {
+			return f.d.JobDelete(ctx, &batondriver.JobGetParams{ID: unknownID})
+		},
+		"QueueStats: a bad queue name": func(ctx context.Context) error {
+			_, err := f.d.QueueStats(ctx, &batondriver.QueueParams{Queue: "a queue"})
+			return err
+		},
+		"QueuePause: no queue": func(ctx context.Context) error {
+			return f.d.QueuePause(ctx, &batondriver.QueuePauseParams{})
+		},
+		"KeySetLimit: a negative limit": func(ctx context.Context) error {
+			_, err := f.d.KeySetLimit(ctx, &batondriver.KeySetLimitParams{Queue: q, Key: "k", Limit: -1})
+			return err
+		},
+		"KeyGet: no key": func(ctx context.Context) error {
+			_, err := f.d.KeyGet(ctx, &batondriver.KeyParams{Queue: q})
+			return err
+		},
+		"KeyList: a page over MaxPage": func(ctx context.Context) error {
+			_, err := f.d.KeyList(ctx, &batondriver.KeyListParams{Queue: q, Limit: batondriver.MaxPage + 1})
+			return err
+		},
+		"QueueScheduleRegister: no TTL": func(ctx context.Context) error {
+			return f.d.QueueScheduleRegister(ctx, &batondriver.QueueScheduleParams{Queue: q, Name: "s", Kind: "test"})
+		},
+		"QueueScheduleList: no queue": func(ctx context.Context) error {
+			_, err := f.d.QueueScheduleList(ctx, &batondriver.QueueParams{})
+			return err
+		},
+	}
+	requireBadParamsFirst(t, f.ctx, calls)
+	stats, err := f.d.QueueStats(f.ctx, &batondriver.QueueParams{Queue: q})
+	require.NoError(t, err)
+	require.Empty(t, nonZero(stats.Counts), "a refused call stored a job")
+}
+
 // nonZero returns counts without its zero entries.
 func nonZero(counts map[batondriver.JobState]int) map[batondriver.JobState]int {
 	out := map[batondriver.JobState]int{}

@@ -881,3 +881,64 @@ func exerciseLockEndedContexts(t *testing.T, newDriver func(t *testing.T) batond
 	require.Len(t, after.Holders, 1, "held still, by a alone")
 	require.LessOrEqual(t, after.Holders[0].TTL, before.Holders[0].TTL, "not extended")
 }
+
+// exerciseLockEndedContextBadParams checks that a lock call with invalid
+// parameters returns ErrBadParams whether or not its context has ended:
+// bad parameters are a programming error, whatever the timing, so they are
+// checked before the context on every backend.
+func exerciseLockEndedContextBadParams(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver) {
+	f := newLockFixture(t, newDriver)
+	k, tok := f.key, token()
+	calls := map[string]func(ctx context.Context) error{
+		"LockAcquire": func(ctx context.Context) error {
+			_, err := f.d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: k, Token: tok, Limit: 1})
+			return err
+		},
+		"LockRelease": func(ctx context.Context) error {
+			_, err := f.d.LockRelease(ctx, &batondriver.LockReleaseParams{Key: k, Token: tok, WaitTTL: -time.Second})
+			return err
+		},
+		"LockExtend": func(ctx context.Context) error {
+			_, err := f.d.LockExtend(ctx, &batondriver.LockExtendParams{Key: k, Token: tok, TTL: time.Minute})
+			return err
+		},
+		"LockSetLimit": func(ctx context.Context) error {
+			_, err := f.d.LockSetLimit(ctx, &batondriver.LockSetLimitParams{Key: k, Limit: -1})
+			return err
+		},
+		"LockInspect": func(ctx context.Context) error {
+			_, err := f.d.LockInspect(ctx, &batondriver.LockInspectParams{})
+			return err
+		},
+		"LockList": func(ctx context.Context) error {
+			_, err := f.d.LockList(ctx, &batondriver.LockListParams{Limit: -1})
+			return err
+		},
+		"LockListen": func(ctx context.Context) error {
+			l, err := f.d.LockListen(ctx, &batondriver.LockListenParams{Key: k, Token: "a:b"})
+			if err == nil {
+				l.Close()
+			}
+			return err
+		},
+	}
+	requireBadParamsFirst(t, f.ctx, calls)
+	require.Empty(t, f.inspect().Holders, "a refused call changed the key")
+}
+
+// requireBadParamsFirst runs each call, whose parameters are invalid, with
+// a live context and with an ended one, and requires ErrBadParams from
+// both, never the ended context's error.
+func requireBadParamsFirst(t *testing.T, ctx context.Context, calls map[string]func(ctx context.Context) error) {
+	t.Helper()
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorIs(t, call(ctx), batondriver.ErrBadParams, "the parameters are not invalid")
+			err := call(ended)
+			require.ErrorIs(t, err, batondriver.ErrBadParams, "invalid parameters and an ended context")
+			require.NotErrorIs(t, err, context.Canceled, "invalid parameters and an ended context")
+		})
+	}
+}

@@ -3,8 +3,11 @@
 // programs that need Baton's locks and jobs only within themselves.
 //
 // A call whose context has ended does nothing and returns the context's
-// error, as a call to Redis does. Once under way, a call is not cut short
-// by its context (it takes microseconds), but for JobWait, which waits.
+// error, as a call to Redis does, once its parameters are found valid:
+// invalid ones are refused with batondriver.ErrBadParams first, as Redis
+// refuses them before sending anything. Once under way, a call is not cut
+// short by its context (it takes microseconds), but for JobWait, which
+// waits.
 //
 // Time is the process's monotonic clock. A lock key that goes idle (no
 // holder, no waiter, no give-up mark) is forgotten at once unless it has a
@@ -253,10 +256,10 @@ func (s *lockState) position(token string) int {
 
 // LockAcquire implements batondriver.LockDriver.
 func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := batondriver.CheckLockAcquire(p); err != nil {
 		return nil, err
 	}
-	if err := batondriver.CheckLockAcquire(p); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	wait := p.Wait || p.Recheck
@@ -309,10 +312,10 @@ func (d *Driver) LockAcquire(ctx context.Context, p *batondriver.LockAcquirePara
 
 // LockRelease implements batondriver.LockDriver.
 func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleaseParams) (*batondriver.LockReleaseResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := batondriver.CheckLockRelease(p); err != nil {
 		return nil, err
 	}
-	if err := batondriver.CheckLockRelease(p); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	sh := d.shard(p.Key)
@@ -350,10 +353,10 @@ func (d *Driver) LockRelease(ctx context.Context, p *batondriver.LockReleasePara
 
 // LockExtend implements batondriver.LockDriver.
 func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams) (*batondriver.LockExtendResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := batondriver.CheckLockExtend(p); err != nil {
 		return nil, err
 	}
-	if err := batondriver.CheckLockExtend(p); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	sh := d.shard(p.Key)
@@ -381,10 +384,10 @@ func (d *Driver) LockExtend(ctx context.Context, p *batondriver.LockExtendParams
 
 // LockSetLimit implements batondriver.LockDriver.
 func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitParams) (*batondriver.LockSetLimitResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := batondriver.CheckLockSetLimit(p); err != nil {
 		return nil, err
 	}
-	if err := batondriver.CheckLockSetLimit(p); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	sh := d.shard(p.Key)
@@ -403,10 +406,10 @@ func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitPa
 
 // LockInspect implements batondriver.LockDriver.
 func (d *Driver) LockInspect(ctx context.Context, p *batondriver.LockInspectParams) (*batondriver.LockInspectResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := batondriver.CheckLockInspect(p); err != nil {
 		return nil, err
 	}
-	if err := batondriver.CheckLockInspect(p); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	sh := d.shard(p.Key)
@@ -440,10 +443,10 @@ func (d *Driver) LockInspect(ctx context.Context, p *batondriver.LockInspectPara
 
 // LockListen implements batondriver.LockDriver.
 func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams) (batondriver.LockListener, error) {
-	if err := ctx.Err(); err != nil {
+	if err := batondriver.CheckLockListen(p); err != nil {
 		return nil, err
 	}
-	if err := batondriver.CheckLockListen(p); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	l := &listener{sh: d.shard(p.Key), id: listenerID{p.Key, p.Token}, ch: make(chan batondriver.LockNotice, 4)}

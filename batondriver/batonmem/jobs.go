@@ -381,9 +381,6 @@ func checkInsert(i int, in *batondriver.JobInsert) error {
 // RunAt is not kept). Either every job is inserted, resolved to its twin or
 // rejected, or, on invalid params, nothing is done.
 func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
@@ -394,6 +391,9 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 	}
 	if p.Once != nil && (p.Once.Name == "" || p.Once.Tick.IsZero()) {
 		return nil, badParams("Once needs a Name and a Tick")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	n := len(p.Jobs)
 	res := &batondriver.JobInsertResult{
@@ -533,15 +533,15 @@ func (q *queueState) conflict(queue string, u *batondriver.JobUnique, in *batond
 // Max nor change More. A job chained behind an expired lease goes back to
 // its key's parked jobs first and is not counted in Recovered.
 func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
 	if p.Max < 0 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 || p.DeadRetention < 0 || p.DroppedRetention < 0 {
 		return nil, badParams("fetch Max %d (at least 1), LeaseTTL %v (at least 1ms), RecoverDelay %v, DeadRetention %v and DroppedRetention %v (not negative)",
 			p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention, p.DroppedRetention)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	s := &d.jobs
 	s.mu.Lock()
@@ -760,9 +760,6 @@ func (d *Driver) JobWait(ctx context.Context, p *batondriver.JobWaitParams) erro
 // chained job extends the job ahead of it, and the reverse: both keep one
 // LeaseUntil.
 func (d *Driver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) (*batondriver.JobExtendResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
@@ -773,6 +770,9 @@ func (d *Driver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) 
 		if l.ID == "" || l.Lease == "" {
 			return nil, badParams("lease #%d: empty ID or lease", i)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	s := &d.jobs
 	s.mu.Lock()
@@ -816,9 +816,6 @@ func (q *queueState) extend(j *job, until time.Time) {
 // behind those, in the order of the outcomes, then behind the jobs Fetch
 // leases, and follow the leased jobs in Jobs.
 func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
@@ -844,6 +841,9 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		if err := batondriver.CheckGiveBack(f); err != nil {
 			return nil, fmt.Errorf("outcome #%d: %w", i, err)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	s := &d.jobs
 	s.mu.Lock()
@@ -984,10 +984,10 @@ func (q *queueState) complete(j *job, retention time.Duration, now time.Time) {
 
 // JobGet implements batondriver.JobDriver.
 func (d *Driver) JobGet(ctx context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
-	if err := ctx.Err(); err != nil {
+	if err := checkJob(p.Queue, p.ID); err != nil {
 		return nil, err
 	}
-	if err := checkJob(p.Queue, p.ID); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s := &d.jobs
@@ -1006,9 +1006,6 @@ func (d *Driver) JobGet(ctx context.Context, p *batondriver.JobGetParams) (*bato
 // ones by AttemptedAt, parked ones by ParkedAt then park order, the others
 // by FinishedAt. A Limit of 0 means 100. Each call sorts the state's jobs.
 func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*batondriver.JobListResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
@@ -1017,6 +1014,9 @@ func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*ba
 	}
 	limit, err := batondriver.PageSize(p.Limit, p.Offset)
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s := &d.jobs
@@ -1053,10 +1053,10 @@ func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*ba
 // available job is returned as it is; completed, running and parked jobs
 // cannot be retried.
 func (d *Driver) JobRetry(ctx context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
-	if err := ctx.Err(); err != nil {
+	if err := checkJob(p.Queue, p.ID); err != nil {
 		return nil, err
 	}
-	if err := checkJob(p.Queue, p.ID); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s := &d.jobs
@@ -1101,10 +1101,10 @@ func (d *Driver) JobRetry(ctx context.Context, p *batondriver.JobGetParams) (*ba
 // step. A period claim stays until it lapses; other claims of the job are
 // released.
 func (d *Driver) JobDelete(ctx context.Context, p *batondriver.JobGetParams) error {
-	if err := ctx.Err(); err != nil {
+	if err := checkJob(p.Queue, p.ID); err != nil {
 		return err
 	}
-	if err := checkJob(p.Queue, p.ID); err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s := &d.jobs
@@ -1133,10 +1133,10 @@ func (d *Driver) JobDelete(ctx context.Context, p *batondriver.JobGetParams) err
 // QueueStats implements batondriver.JobDriver. Counts has every state, zeros
 // included; an unknown queue has only zeros.
 func (d *Driver) QueueStats(ctx context.Context, p *batondriver.QueueParams) (*batondriver.QueueStatsResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
-	if err := checkQueue(p.Queue); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	res := &batondriver.QueueStatsResult{Queue: p.Queue, Counts: make(map[batondriver.JobState]int, len(batondriver.JobStates))}
@@ -1185,10 +1185,10 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 // QueuePause implements batondriver.JobDriver. A queue may be paused before
 // it has jobs.
 func (d *Driver) QueuePause(ctx context.Context, p *batondriver.QueuePauseParams) error {
-	if err := ctx.Err(); err != nil {
+	if err := checkQueue(p.Queue); err != nil {
 		return err
 	}
-	if err := checkQueue(p.Queue); err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s := &d.jobs

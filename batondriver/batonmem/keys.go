@@ -524,9 +524,6 @@ func keyNotFound(queue, key string) error {
 // created by it; like every key, it is forgotten once idle, and so is a
 // queue that never had a job once nothing is kept for it.
 func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitParams) (*batondriver.KeyInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	if err := checkKey(p.Queue, p.Key); err != nil {
 		return nil, err
 	}
@@ -534,6 +531,9 @@ func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitPara
 		if err := batondriver.CheckKeyLimit(p.Key, p.Limit, 0); err != nil {
 			return nil, err
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	s := &d.jobs
 	s.mu.Lock()
@@ -553,10 +553,10 @@ func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitPara
 
 // KeyGet implements batondriver.KeyDriver. A key is found while active.
 func (d *Driver) KeyGet(ctx context.Context, p *batondriver.KeyParams) (*batondriver.KeyInfo, error) {
-	if err := ctx.Err(); err != nil {
+	if err := checkKey(p.Queue, p.Key); err != nil {
 		return nil, err
 	}
-	if err := checkKey(p.Queue, p.Key); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s := &d.jobs
@@ -572,14 +572,14 @@ func (d *Driver) KeyGet(ctx context.Context, p *batondriver.KeyParams) (*batondr
 // KeyList implements batondriver.KeyDriver. It sorts the queue's active
 // keys on each call: O(n log n) in memory, where Redis reads an index.
 func (d *Driver) KeyList(ctx context.Context, p *batondriver.KeyListParams) (*batondriver.KeyListResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
 	limit, err := batondriver.PageSize(p.Limit, p.Offset)
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s := &d.jobs

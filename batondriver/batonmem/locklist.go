@@ -12,11 +12,11 @@ import (
 // collects the keys in use from every shard, one shard locked at a time, so
 // a call costs O(keys in use or with an override); Total is exact.
 func (d *Driver) LockList(ctx context.Context, p *batondriver.LockListParams) (*batondriver.LockListResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	limit, err := batondriver.PageSize(p.Limit, p.Offset)
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var inUse []string

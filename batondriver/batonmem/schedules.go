@@ -12,13 +12,13 @@ import (
 
 // QueueScheduleRegister implements batondriver.JobDriver.
 func (d *Driver) QueueScheduleRegister(ctx context.Context, p *batondriver.QueueScheduleParams) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if err := checkQueue(p.Queue); err != nil {
 		return err
 	}
 	if err := batondriver.CheckSchedule(p); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s := &d.jobs
@@ -45,10 +45,10 @@ func (d *Driver) QueueScheduleRegister(ctx context.Context, p *batondriver.Queue
 
 // QueueScheduleList implements batondriver.JobDriver.
 func (d *Driver) QueueScheduleList(ctx context.Context, p *batondriver.QueueParams) (*batondriver.QueueScheduleListResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
-	if err := checkQueue(p.Queue); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	res := &batondriver.QueueScheduleListResult{Queue: p.Queue, Schedules: []*batondriver.QueueSchedule{}}
