@@ -537,7 +537,7 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		return nil, err
 	}
 	if p.Max < 0 || p.LeaseTTL < time.Millisecond || p.RecoverDelay < 0 || p.DeadRetention < 0 || p.DroppedRetention < 0 {
-		return nil, badParams("fetch Max %d (at least 1), LeaseTTL %v (at least 1ms), RecoverDelay %v, DeadRetention %v and DroppedRetention %v (not negative)",
+		return nil, badParams("fetch Max %d (not negative), LeaseTTL %v (at least 1ms), RecoverDelay %v, DeadRetention %v and DroppedRetention %v (not negative)",
 			p.Max, p.LeaseTTL, p.RecoverDelay, p.DeadRetention, p.DroppedRetention)
 	}
 	if err := ctx.Err(); err != nil {
