@@ -940,3 +940,63 @@ func TestKeyCacheBounded(t *testing.T) {
 		require.LessOrEqual(t, len(c.m), maxCachedQueues)
 	}
 }
+
+// A parked job whose hash is gone behind the scripts' back (evicted under
+// maxmemory, deleted by hand) leaves its ID in its key's parked list, where
+// no transition of the driver would leave it. Promotion skips the ID: it
+// neither brings the job back, nor stops at it, and the job behind it
+// takes the freed slot; the key's index (KI), which orders KeyList by the
+// parked count, counts the ID out too. Promotion pops a key's free slots'
+// worth at once, or head by head when its parked jobs' defaults differ
+// ("mixed"): both are checked.
+func TestVanishedParkedJobSkipped(t *testing.T) {
+	t.Parallel()
+	for _, mixed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mixed=%v", mixed), func(t *testing.T) {
+			t.Parallel()
+			client, d, q := jobSetup(t)
+			ctx := jobCtx(t)
+			keyed := func(k string, limit int) *batondriver.JobInsert {
+				j := newJob("k", 0)
+				j.Key, j.Limit = k, limit
+				return j
+			}
+			behind := 1
+			if mixed {
+				behind = 2 // parked behind a default of 1: the key's defaults are mixed
+			}
+			rows := insertJobs(t, d, q, keyed("b", 1), keyed("b", 1), keyed("b", behind), keyed("a", 1))
+			for i, want := range []batondriver.JobState{batondriver.JobStateAvailable, batondriver.JobStateParked,
+				batondriver.JobStateParked, batondriver.JobStateAvailable} {
+				require.Equal(t, want, rows[i].State, "job %d", i)
+			}
+			gone := rows[1].ID
+			require.NoError(t, client.Do(ctx, client.B().Del().Key(d.queueKeys(q).job(gone)).Build()).Error())
+
+			held := fetchJobs(t, d, q, 2, time.Minute).Jobs
+			require.Equal(t, []string{rows[0].ID, rows[3].ID}, ids(held))
+			res, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Retention: time.Hour,
+				Finished: []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: held[0].ID, Lease: held[0].Lease},
+					Outcome: batondriver.JobOutcomeCompleted}}})
+			require.NoError(t, err)
+			require.Empty(t, res.Stale)
+
+			_, err = d.JobGet(ctx, &batondriver.JobGetParams{Queue: q, ID: gone})
+			require.ErrorIs(t, err, batondriver.ErrJobNotFound, "the vanished job came back")
+			info, err := d.KeyGet(ctx, &batondriver.KeyParams{Queue: q, Key: "b"})
+			require.NoError(t, err)
+			require.Equal(t, 1, info.Holding)
+			require.Equal(t, rows[2].ID, info.Holders[0].ID, "the job behind the vanished one promoted")
+			require.Equal(t, batondriver.JobStateAvailable, info.Holders[0].State)
+			require.Zero(t, info.Parked)
+			// Nothing parked on either key: KeyList orders them by name.
+			list, err := d.KeyList(ctx, &batondriver.KeyListParams{Queue: q, Limit: 10})
+			require.NoError(t, err)
+			var names []string
+			for _, k := range list.Keys {
+				names = append(names, k.Key)
+			}
+			require.Equal(t, []string{"a", "b"}, names, "KeyList's order: the keys' index counts the vanished job out")
+		})
+	}
+}
