@@ -1,6 +1,7 @@
 package batondrivertest
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -150,6 +151,115 @@ func exerciseMutants(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 		require.Empty(t, again.After)
 		f.requireKey(k, []string{a1.ID, b.ID}, 2, 0)
 		f.requireChained(k, nil)
+	})
+	// A stale link stays stale: the job ahead's outcome hands its slot on,
+	// or with Unchain puts back, only a job still chained behind it, not
+	// one its link names that now runs on its own lease; its slot is freed
+	// and promotes as if nothing were chained.
+	for _, unchain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("StaleChainLinkNotFollowedUnchain%v", unchain), func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2)).Jobs
+			got := f.fetchChain(2, 10*time.Second).Jobs
+			require.Equal(t, ids(js), ids(got), "two holders, then the job chained behind the first")
+			a1, a2, b := got[0], got[1], got[2]
+			f.done(b, batondriver.JobOutcomeRetry, time.Time{}) // parked again: a1's link is stale
+			f.complete(a2)
+			again := f.fetchOne(10 * time.Second)
+			require.Equal(t, b.ID, again.ID)
+			c := f.insertIn(parked, keyJob(k, 2))
+			fin := outcome(a1, batondriver.JobOutcomeCompleted, "", time.Time{})
+			fin.Unchain = unchain
+			require.Empty(t, f.finish(time.Hour, fin))
+			g := f.get(b.ID)
+			require.Equal(t, running, g.State, "b runs on under its own lease")
+			require.Equal(t, again.Lease, g.Lease)
+			require.Equal(t, again.LeaseUntil, g.LeaseUntil)
+			f.requireKey(k, []string{b.ID, c.ID}, 1, 0)
+			f.requireState(available, c.ID)
+			f.countsOf(map[batondriver.JobState]int{running: 1, available: 1, completed: 2})
+		})
+	}
+	// A chained job put back runs no more: it leaves the running jobs, as
+	// the counts show, whichever way it goes back.
+	for _, way := range []string{"Unchain", "GiveBackChained", "GiveBackAhead", "AheadExpired"} {
+		t.Run("UnchainedNotCountedRunning"+way, func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			ttl := 10 * time.Second
+			if way == "AheadExpired" {
+				ttl = 50 * time.Millisecond
+			}
+			a, b, _ := f.chain(k, ttl)
+			f.countsOf(map[batondriver.JobState]int{running: 2, parked: 1})
+			switch way {
+			case "Unchain":
+				fin := outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{})
+				fin.Unchain = true
+				require.Empty(t, f.finish(time.Hour, fin))
+				f.countsOf(map[batondriver.JobState]int{completed: 1, available: 1, parked: 1})
+			case "GiveBackChained":
+				require.Empty(t, f.finish(time.Hour, giveBack(b)))
+				f.countsOf(map[batondriver.JobState]int{running: 1, parked: 2})
+			case "GiveBackAhead":
+				require.Empty(t, f.finish(time.Hour, giveBack(a)))
+				f.countsOf(map[batondriver.JobState]int{available: 1, parked: 2})
+			case "AheadExpired":
+				f.recover(batondriver.JobFetchParams{LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
+				f.countsOf(map[batondriver.JobState]int{scheduled: 1, available: 1, parked: 1})
+			}
+		})
+	}
+	// A holder given back at its key's limit keeps its slot throughout: it
+	// is never parked, so it shows no time parked.
+	t.Run("GivenBackAtTheLimitNeverParked", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("g")
+		r := f.hold(k, 1, time.Minute)
+		p := f.insertIn(parked, keyJob(k, 1))
+		require.Empty(t, f.finish(0, giveBack(r)))
+		g := f.get(r.ID)
+		require.Equal(t, available, g.State)
+		require.True(t, g.ParkedAt.IsZero(), "a job given back at its key's limit parked at %v", g.ParkedAt)
+		f.requireKey(k, []string{r.ID}, 0, 1)
+		f.requireState(parked, p.ID)
+	})
+	// A lowered limit demotes only the holders beyond it: the others stay
+	// where they are in the fetch order, never parked.
+	t.Run("LowerLimitKeepsTheRestInPlace", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js := f.insertRes(keyJob(k, 3), keyJob(k, 3), keyJob(k, 3), newJob()).Jobs
+		a, x := js[0], js[3]
+		f.setLimit(k, 1)
+		f.requireKey(k, []string{a.ID}, 0, 2)
+		require.True(t, f.get(a.ID).ParkedAt.IsZero(), "the holder kept was parked")
+		require.Equal(t, []string{a.ID, x.ID}, ids(f.fetch(10).Jobs), "the holder kept its place before x")
+	})
+	// A lowered limit's demotions count as parked jobs in KeyList's order.
+	t.Run("KeyListOrderFollowsDemotions", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		ka, kb := key("a"), key("b")
+		js := f.insert(keyJob(kb, 1), keyJob(kb, 1), keyJob(kb, 1), keyJob(ka, 3), keyJob(ka, 3), keyJob(ka, 3))
+		f.requireKeyOrder(kb, ka) // b two parked, a none
+		f.setLimit(ka, 1)
+		f.requireKey(ka, []string{js[3].ID}, 0, 2)
+		f.requireKeyOrder(ka, kb) // two parked each: by name
+	})
+	// A parked job at the head of its key's queue, waiting under its own
+	// default, holds back the jobs behind it (nobody jumps the queue);
+	// deleted, it lets the next one take a slot free under that one's
+	// default at once.
+	t.Run("DeletedParkedHeadPromotes", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		a := f.insertIn(available, keyJob(k, 1))
+		c := f.insertIn(parked, keyJob(k, 1))
+		d := f.insertIn(parked, keyJob(k, 3)) // 1 holder < 3, but c waits before it
+		require.NoError(t, f.del(c.ID))
+		f.requireKey(k, []string{a.ID, d.ID}, 0, 0)
+		f.requireState(available, d.ID)
 	})
 	// Every transition that makes a job available wakes a fetcher, not
 	// only inserts, fetches and finishes.
