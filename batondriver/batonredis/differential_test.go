@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -227,12 +228,11 @@ func diffRun(t *testing.T, seed uint64, sides []*diffSide) string {
 			})
 		case op == 13: // extend leases, some of them stale
 			var ls []int
-			for i := range sides[0].old {
+			for _, i := range slices.Sorted(maps.Keys(sides[0].old)) { // in order: a seed replays
 				if rng.IntN(2) == 0 {
 					ls = append(ls, i)
 				}
 			}
-			slices.Sort(ls)
 			if len(ls) == 0 {
 				continue
 			}
@@ -382,7 +382,7 @@ func diffRun(t *testing.T, seed uint64, sides []*diffSide) string {
 				continue
 			}
 			// Now and then an outcome with a lease no longer held.
-			for i := range sides[0].old {
+			for _, i := range slices.Sorted(maps.Keys(sides[0].old)) { // in order: a seed replays
 				if _, ok := sides[0].leases[i]; !ok && rng.IntN(8) == 0 {
 					running = append(running, i)
 				}
@@ -580,8 +580,8 @@ func diffRun(t *testing.T, seed uint64, sides []*diffSide) string {
 				break
 			}
 			var fs []*batondriver.JobFinish
-			for i, l := range s.leases {
-				fs = append(fs, &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: s.ids[i], Lease: l}, Outcome: batondriver.JobOutcomeCompleted})
+			for _, i := range slices.Sorted(maps.Keys(s.leases)) {
+				fs = append(fs, &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: s.ids[i], Lease: s.leases[i]}, Outcome: batondriver.JobOutcomeCompleted})
 			}
 			fin, err := s.d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: queue, Finished: fs})
 			require.NoError(t, err)
