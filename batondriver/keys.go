@@ -24,7 +24,9 @@ import (
 //   - Every transition that frees slots promotes as many parked jobs, in
 //     park order, as slots became free, in the same atomic step, and wakes
 //     one fetcher per job promoted and left available (one that the same
-//     call leases wakes nobody: see JobDriver.JobWait).
+//     call leases wakes nobody: see JobDriver.JobWait). So does a chain
+//     that leaves at the head of the parked jobs one whose own default
+//     limit, larger than the chained job's, admits it beside the holders.
 //   - A key's limit is the override stored with KeySetLimit if any, else the
 //     default limit carried by the job being admitted. 0 halts the key.
 //   - Each key has a fencing token, strictly increasing across the key's

@@ -95,6 +95,44 @@ func exerciseMutants(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 
 	// Chaining a key's parked job takes it off the parked count, and giving
 	// it back puts it on again: KeyList's order follows both.
+	// A chain that takes a key's parked head leaves the next job at the
+	// head. With mixed defaults, one whose own default admits it beside
+	// the holders is promoted in that step, as a freed slot would promote
+	// it, and wakes a fetcher: a key with a free slot keeps no job parked.
+	// By a fetch and by a finish that leases (mutant M27 showed the gap).
+	for _, by := range []string{"Fetch", "Finish"} {
+		t.Run("ChainPromotesHeadItsDefaultAdmitsBy"+by, func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			var a, b, p *batondriver.JobRow
+			var jobs []*batondriver.JobRow
+			if by == "Fetch" {
+				a = f.insertIn(available, keyJob(k, 1))
+				b = f.insertIn(parked, keyJob(k, 1))
+				p = f.insertIn(parked, keyJob(k, 3)) // b waits before it
+				f.drainWakes()
+				res := f.fetchChain(1, time.Minute)
+				require.True(t, res.More, "the promoted job is available")
+				jobs = res.Jobs
+			} else {
+				u := f.insertOne(newJob())
+				a = f.insertIn(available, keyJob(k, 1))
+				b = f.insertIn(parked, keyJob(k, 1))
+				p = f.insertIn(parked, keyJob(k, 3))
+				held := f.fetch(1).Jobs // u, leaving a available
+				require.Equal(t, u.ID, held[0].ID)
+				f.drainWakes()
+				jobs = f.finishChain(&batondriver.JobFinishFetch{Max: 1, LeaseTTL: time.Minute}, outcome(held[0], batondriver.JobOutcomeCompleted, "", time.Time{}))
+			}
+			require.Equal(t, []string{a.ID, b.ID}, ids(jobs), "a leased, b chained behind it")
+			f.requireState(available, p.ID)
+			f.requireKey(k, []string{a.ID, p.ID}, 1, 0)
+			w := f.waitResult(f.wait(f.ctx, 5*time.Second))
+			require.NoError(t, w.err)
+			require.Less(t, w.took, 2500*time.Millisecond, "the promotion woke no fetcher")
+		})
+	}
+
 	t.Run("KeyListOrderFollowsChains", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		ka, kb := key("a"), key("b")

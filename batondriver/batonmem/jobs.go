@@ -618,8 +618,9 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 
 	leased, fresh := q.lease(p.Max, p.LeaseTTL, now, since)
 	var chained []*job
+	promoted := 0 // by the chains, after the lease
 	if p.Chain {
-		chained = q.chain(leased, now)
+		chained, promoted = q.chain(leased, now)
 	}
 	res.Jobs = rows(leased, chained)
 	available := q.states[batondriver.JobStateAvailable]
@@ -630,8 +631,12 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		// One token per job made available and left so: a job this fetch
 		// made available and leased itself wakes nobody (as on Redis).
 		if left := made - fresh; left > 0 {
-			q.wake(min(left, available.Len()))
+			q.wake(min(left, available.Len()-promoted))
 		}
+	}
+	if promoted > 0 {
+		res.More = true
+		q.wake(promoted)
 	}
 	return res, nil
 }
@@ -961,7 +966,9 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		}
 	}
 	if p.Chain && q != nil {
-		chained = q.chain(append(heirs, leased...), now)
+		var promoted int // by the chains, after the lease
+		chained, promoted = q.chain(append(heirs, leased...), now)
+		woken = max(woken, 0) + promoted
 	}
 	res.Jobs = rows(leased, chained)
 	if woken > 0 {

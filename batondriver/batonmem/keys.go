@@ -202,13 +202,15 @@ func (q *queueState) demote(k *jobKey, now time.Time) {
 // has a job available. Only a running keyed job that is not chained and
 // has no job chained behind it gets one. Each chained job is started (see
 // start) with the next fence, the LeaseUntil of the job ahead and After
-// set; it holds no slot, and leaves its key's parked jobs. It returns the
-// chained jobs in order.
-func (q *queueState) chain(aheads []*job, now time.Time) []*job {
+// set; it holds no slot, and leaves its key's parked jobs. A job left at
+// the head that fits beside the holders under its own default (a larger
+// one than the chained job's) is promoted then, as a freed slot would
+// promote it. It returns the chained jobs in order, and how many it
+// promoted.
+func (q *queueState) chain(aheads []*job, now time.Time) (out []*job, promoted int) {
 	if q.paused || q.states[batondriver.JobStateAvailable].Len() > 0 {
-		return nil
+		return nil, 0
 	}
-	var out []*job
 	for _, h := range aheads {
 		if h.row.Key == "" || h.row.State != batondriver.JobStateRunning || h.row.After != "" || h.next != nil {
 			continue
@@ -232,8 +234,9 @@ func (q *queueState) chain(aheads []*job, now time.Time) []*job {
 		q.start(c, h.row.LeaseUntil, now)
 		h.next = c
 		out = append(out, c)
+		promoted += q.promote(k)
 	}
-	return out
+	return out, promoted
 }
 
 // ahead returns the job that j is chained behind, or nil.

@@ -186,11 +186,15 @@ if paused then
 end
 
 local out = {now, 0, #expired, next_run_at, 0, unsettled}
-local n, left, made = lease(out, max, ttl, ARGV[4], now, fence, bands, avail, ARGV[7] == '1', {}, rec)
+local n, left, made, promoted = lease(out, max, ttl, ARGV[4], now, fence, bands, avail, ARGV[7] == '1', {}, rec)
 if n < max then
   redis.call('DEL', W)
 else
   if left > 0 then out[5] = 1 end
   if made > 0 then wake(math.min(made, left)) end
+end
+if promoted > 0 then -- by the chains (see chain_next), after the lease
+  out[5] = 1
+  wake(promoted)
 end
 return out

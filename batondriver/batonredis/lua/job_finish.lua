@@ -253,6 +253,7 @@ if max == 0 and #handed == 0 then
   wake(flush_available(avail))
   return out
 end
-local n, left, made = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, fence, bands, avail, chain, handed, rec)
+local n, left, made, promoted = lease(out, max, tonumber(ARGV[3]), ARGV[4], now, fence, bands, avail, chain, handed, rec)
 if n == max and made > 0 then wake(math.min(made, left)) end
+wake(promoted) -- by the chains (see chain_next), after the lease
 return out

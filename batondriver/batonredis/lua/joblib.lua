@@ -843,7 +843,8 @@ end
 -- (skipping IDs no longer parked, as promote does) and started, its score
 -- in R left to the caller, and its attempted so far kept in
 -- attempted_before (for unchain). Appends its ID to batch.unparked (for
--- PK).
+-- PK), and to batch the jobs it promotes when the key's parked jobs have
+-- mixed defaults (the caller flushes batch).
 -- Returns its ID and fields, or nil if nothing was parked or the job could
 -- not be promoted into the slot it would take over: the key's holders,
 -- that slot counted, exceed the key's override, else the job's own default
@@ -852,7 +853,7 @@ end
 local function chain_next(batch, ahead, l, k, snow, suntil, fence)
   local h, p, m = key_keys(k)
   local popped = 0
-  local override, nh -- read once a parked job is found
+  local override, mixed, nh -- read once a parked job is found
   while true do
     local id = redis.call('LPOP', p)
     if not id then break end
@@ -860,7 +861,7 @@ local function chain_next(batch, ahead, l, k, snow, suntil, fence)
     local v = load_job(key)
     if v and v[FI.state] == 'parked' then
       if not nh then
-        override = redis.call('HGET', m, 'limit')
+        override, mixed = unpack(redis.call('HMGET', m, 'limit', 'mixed'))
         nh = redis.call('SCARD', h)
       end
       if nh > (tonumber(override or v[FI.limit]) or 0) then
@@ -872,6 +873,11 @@ local function chain_next(batch, ahead, l, k, snow, suntil, fence)
       redis.call('ZINCRBY', KI, popped, k)
       start(key, id, v, chained_lease(l, id), snow, suntil, fence,
         {'after', ahead, 'attempted_before', v[FI.attempted] or ''})
+      -- With mixed defaults the new head may fit beside the holders
+      -- under its own, larger, default: it is promoted now, as a freed
+      -- slot would promote it. (With one default it cannot: the chained
+      -- job did not fit.)
+      if mixed and not override then promote(batch, k) end
       return id, v
     end
     popped = popped + 1
@@ -1129,7 +1135,7 @@ local function lease(out, max, ttl, leases, now, last, bands, batch, chain, hand
   end
   chain = chain and left == 0
 
-  local running, chained, unparked = {}, {}, {unparked = {}}
+  local running, chained, unparked = {}, {}, new_batch() -- unparked: the chains' (and their promotions')
   local leased, leased_until = {}, now -- id, lease, ...: the record, and its jobs' last lease_until
   local fence = math.max(last, now * 1024 - 1)
   local fenced = false
@@ -1188,8 +1194,8 @@ local function lease(out, max, ttl, leases, now, last, bands, batch, chain, hand
   end
   for i = 1, #chained, 2 do push_job(out, chained[i], chained[i + 1]) end
   zadd(R, running)
-  if #unparked.unparked > 0 then chunked('ZREM', PK, unparked.unparked) end
+  local promoted = flush_available(unparked)
   if fenced then redis.call('HSET', M, 'fence', int(fence)) end
   if rec then write_record(rec[1], rec[2], leased, leased_until - now) end
-  return n, left, made
+  return n, left, made, promoted
 end
