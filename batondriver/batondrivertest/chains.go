@@ -10,6 +10,39 @@ import (
 	"github.com/batonhq/baton/batondriver"
 )
 
+// putBackWays name the ways a chained job goes back unrun (see putBack).
+var putBackWays = []string{"Unchain", "GiveBackChained", "GiveBackAhead", "AheadExpired"}
+
+// chainTTL is the lease to chain jobs for when they go back by way: short
+// for AheadExpired, so that the job ahead's lease expires.
+func chainTTL(way string) time.Duration {
+	if way == "AheadExpired" {
+		return 50 * time.Millisecond
+	}
+	return 10 * time.Second
+}
+
+// putBack puts job b, chained behind a (leased for chainTTL(way)), back
+// unrun, by way: the outcome of a unchains it, b's own give-back comes
+// first, a is given back, or a's lease expires (and is recovered).
+func (f *jobFixture) putBack(way string, a, b *batondriver.JobRow) {
+	f.t.Helper()
+	switch way {
+	case "Unchain":
+		fin := outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{})
+		fin.Unchain = true
+		require.Empty(f.t, f.finish(time.Hour, fin))
+	case "GiveBackChained":
+		require.Empty(f.t, f.finish(time.Hour, giveBack(b)))
+	case "GiveBackAhead":
+		require.Empty(f.t, f.finish(time.Hour, giveBack(a)))
+	case "AheadExpired":
+		f.recover(batondriver.JobFetchParams{LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
+	default:
+		f.t.Fatalf("no way %q to put a chained job back", way)
+	}
+}
+
 // fetchChain fetches up to max jobs with chained leases, for ttl.
 func (f *jobFixture) fetchChain(max int, ttl time.Duration) *batondriver.JobFetchResult {
 	f.t.Helper()
@@ -545,14 +578,11 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 	// it goes back: the job ahead's outcome unchains it, its own give-back
 	// comes first, the job ahead is given back, or the job ahead's lease
 	// expires.
-	for _, way := range []string{"Unchain", "GiveBackChained", "GiveBackAhead", "AheadExpired"} {
+	for _, way := range putBackWays {
 		t.Run("UnchainedRestoresAttemptedAt"+way, func(t *testing.T) {
 			f := newJobFixture(t, newDriver)
 			k := key("k")
-			ttl := 10 * time.Second
-			if way == "AheadExpired" {
-				ttl = 50 * time.Millisecond
-			}
+			ttl := chainTTL(way)
 			// b fails its first attempt and, due again at once, parks
 			// behind a, which its freed slot promoted.
 			b := f.hold(k, 1, time.Hour)
@@ -569,18 +599,7 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 			a, b = got[0], got[1]
 			require.Equal(t, 2, b.Attempt)
 			require.True(t, b.AttemptedAt.After(first.AttemptedAt), "the chained attempt's start %v, after %v", b.AttemptedAt, first.AttemptedAt)
-			switch way {
-			case "Unchain":
-				fin := outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{})
-				fin.Unchain = true
-				require.Empty(t, f.finishChain(nil, fin))
-			case "GiveBackChained":
-				require.Empty(t, f.finish(time.Hour, giveBack(b)))
-			case "GiveBackAhead":
-				require.Empty(t, f.finish(time.Hour, giveBack(a)))
-			case "AheadExpired":
-				f.recover(batondriver.JobFetchParams{LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
-			}
+			f.putBack(way, a, b)
 			g := f.get(b.ID)
 			require.Contains(t, []batondriver.JobState{parked, available}, g.State)
 			require.Empty(t, g.After)

@@ -61,6 +61,27 @@ func (f *jobFixture) requireWakes(what string, do func()) {
 	require.Less(f.t, w.took, 2500*time.Millisecond, "%s woke no fetcher", what)
 }
 
+// staleChainLink leaves key k (limit 2) with holder a1 whose link to the
+// job chained behind it went stale: that job's own outcome (a retry) came
+// first, parking it again behind the full key, and then the other holder's
+// slot went to it and it was leased on its own, as again.
+func (f *jobFixture) staleChainLink(k string) (a1, again *batondriver.JobRow) {
+	f.t.Helper()
+	js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2)).Jobs
+	got := f.fetchChain(2, 10*time.Second).Jobs
+	require.Equal(f.t, ids(js), ids(got), "two holders, then the job chained behind the first")
+	a1, a2, b := got[0], got[1], got[2]
+	require.Equal(f.t, a1.ID, b.After)
+	f.requireChained(k, map[string]string{a1.ID: b.ID})
+	f.done(b, batondriver.JobOutcomeRetry, time.Time{})
+	f.requireState(parked, b.ID)
+	f.requireChained(k, nil)
+	f.complete(a2)
+	again = f.fetchOne(10 * time.Second)
+	require.Equal(f.t, b.ID, again.ID)
+	return a1, again
+}
+
 // exerciseMutants holds tests written to kill mutants of a backend's
 // transitions (the Redis scripts) that the rest of the suite let live:
 // each checks behaviour the other tests leave open.
@@ -172,21 +193,8 @@ func exerciseMutants(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 	t.Run("StaleChainLinkNotCounted", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")
-		js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2)).Jobs
-		got := f.fetchChain(2, 10*time.Second).Jobs
-		require.Equal(t, ids(js), ids(got), "two holders, then the job chained behind the first")
-		a1, a2, b := got[0], got[1], got[2]
-		require.Equal(t, a1.ID, b.After)
-		f.requireChained(k, map[string]string{a1.ID: b.ID})
-		// b's own outcome first: queued again behind a full key.
-		f.done(b, batondriver.JobOutcomeRetry, time.Time{})
-		f.requireState(parked, b.ID)
-		f.requireChained(k, nil)
-		// a2's slot goes to b, which is leased on its own.
-		f.complete(a2)
-		again := f.fetchOne(10 * time.Second)
-		require.Equal(t, b.ID, again.ID)
-		require.Empty(t, again.After)
+		a1, b := f.staleChainLink(k)
+		require.Empty(t, b.After)
 		f.requireKey(k, []string{a1.ID, b.ID}, 2, 0)
 		f.requireChained(k, nil)
 	})
@@ -198,22 +206,15 @@ func exerciseMutants(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 		t.Run(fmt.Sprintf("StaleChainLinkNotFollowedUnchain%v", unchain), func(t *testing.T) {
 			f := newJobFixture(t, newDriver)
 			k := key("k")
-			js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2)).Jobs
-			got := f.fetchChain(2, 10*time.Second).Jobs
-			require.Equal(t, ids(js), ids(got), "two holders, then the job chained behind the first")
-			a1, a2, b := got[0], got[1], got[2]
-			f.done(b, batondriver.JobOutcomeRetry, time.Time{}) // parked again: a1's link is stale
-			f.complete(a2)
-			again := f.fetchOne(10 * time.Second)
-			require.Equal(t, b.ID, again.ID)
+			a1, b := f.staleChainLink(k)
 			c := f.insertIn(parked, keyJob(k, 2))
 			fin := outcome(a1, batondriver.JobOutcomeCompleted, "", time.Time{})
 			fin.Unchain = unchain
 			require.Empty(t, f.finish(time.Hour, fin))
 			g := f.get(b.ID)
 			require.Equal(t, running, g.State, "b runs on under its own lease")
-			require.Equal(t, again.Lease, g.Lease)
-			require.Equal(t, again.LeaseUntil, g.LeaseUntil)
+			require.Equal(t, b.Lease, g.Lease)
+			require.Equal(t, b.LeaseUntil, g.LeaseUntil)
 			f.requireKey(k, []string{b.ID, c.ID}, 1, 0)
 			f.requireState(available, c.ID)
 			f.countsOf(map[batondriver.JobState]int{running: 1, available: 1, completed: 2})
@@ -221,32 +222,19 @@ func exerciseMutants(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 	}
 	// A chained job put back runs no more: it leaves the running jobs, as
 	// the counts show, whichever way it goes back.
-	for _, way := range []string{"Unchain", "GiveBackChained", "GiveBackAhead", "AheadExpired"} {
+	after := map[string]map[batondriver.JobState]int{
+		"Unchain":         {completed: 1, available: 1, parked: 1},
+		"GiveBackChained": {running: 1, parked: 2},
+		"GiveBackAhead":   {available: 1, parked: 2},
+		"AheadExpired":    {scheduled: 1, available: 1, parked: 1},
+	}
+	for _, way := range putBackWays {
 		t.Run("UnchainedNotCountedRunning"+way, func(t *testing.T) {
 			f := newJobFixture(t, newDriver)
-			k := key("k")
-			ttl := 10 * time.Second
-			if way == "AheadExpired" {
-				ttl = 50 * time.Millisecond
-			}
-			a, b, _ := f.chain(k, ttl)
+			a, b, _ := f.chain(key("k"), chainTTL(way))
 			f.countsOf(map[batondriver.JobState]int{running: 2, parked: 1})
-			switch way {
-			case "Unchain":
-				fin := outcome(a, batondriver.JobOutcomeCompleted, "", time.Time{})
-				fin.Unchain = true
-				require.Empty(t, f.finish(time.Hour, fin))
-				f.countsOf(map[batondriver.JobState]int{completed: 1, available: 1, parked: 1})
-			case "GiveBackChained":
-				require.Empty(t, f.finish(time.Hour, giveBack(b)))
-				f.countsOf(map[batondriver.JobState]int{running: 1, parked: 2})
-			case "GiveBackAhead":
-				require.Empty(t, f.finish(time.Hour, giveBack(a)))
-				f.countsOf(map[batondriver.JobState]int{available: 1, parked: 2})
-			case "AheadExpired":
-				f.recover(batondriver.JobFetchParams{LeaseTTL: 10 * time.Second, RecoverDelay: time.Hour})
-				f.countsOf(map[batondriver.JobState]int{scheduled: 1, available: 1, parked: 1})
-			}
+			f.putBack(way, a, b)
+			f.countsOf(after[way])
 		})
 	}
 	// A holder given back at its key's limit keeps its slot throughout: it
