@@ -323,3 +323,20 @@ func TestLegacyAvailableListPages(t *testing.T) {
 	}
 	require.Equal(t, want, listAvailable(t, d, q, 0), "the default page")
 }
+
+// Resuming a queue wakes a waiting fetcher per available job, counting
+// those an older version left in its sorted set: a queue holding only
+// such jobs is not left to the poll.
+func TestLegacyAvailableWokenOnResume(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	insertJobs(t, d, q, newJob("k", 0), newJob("k", 3))
+	toLegacy(t, client, d, q)
+	k := d.queueKeys(q)
+	require.NoError(t, client.Do(t.Context(), client.B().Del().Key(k.keys[keyWake]).Build()).Error()) // the inserts' tokens
+	require.NoError(t, d.QueuePause(jobCtx(t), &batondriver.QueuePauseParams{Queue: q}))
+	require.NoError(t, d.QueuePause(jobCtx(t), &batondriver.QueuePauseParams{Queue: q, Resume: true}))
+	n, err := client.Do(t.Context(), client.B().Llen().Key(k.keys[keyWake]).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "wake tokens left by the resume")
+}
