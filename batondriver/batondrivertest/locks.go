@@ -515,6 +515,34 @@ func exerciseLocks(t *testing.T, newDriver func(t *testing.T) batondriver.LockDr
 		require.True(t, f.try(token(), 1, 10*time.Second).Granted, "the key is free")
 	})
 
+	// A late call of a token that gave up changes nothing at all, whether
+	// a first wait or a recheck: the larger default limit it carries is
+	// not stored, so the waiter still queued gets no slot from it.
+	t.Run("LateCallAfterGiveUpStoresNoDefault", func(t *testing.T) {
+		for _, recheck := range []bool{false, true} {
+			t.Run(fmt.Sprintf("Recheck=%v", recheck), func(t *testing.T) {
+				f := newLockFixture(t, newDriver)
+				holder := token()
+				f.grant(holder, 1)
+				w, other := token(), token()
+				f.wait(w, 1, 10*time.Second)
+				lis, _ := f.wait(other, 1, 10*time.Second)
+				f.giveUp(w, 10*time.Second)
+				res, err := f.d.LockAcquire(f.ctx, &batondriver.LockAcquireParams{
+					Key: f.key, Token: w, Limit: 3, TTL: 10 * time.Second, Wait: !recheck, Recheck: recheck, WaitTTL: 10 * time.Second,
+				})
+				require.NoError(t, err)
+				require.False(t, res.Granted)
+				require.Zero(t, res.Position)
+				info := f.inspect()
+				require.Equal(t, 1, info.Limit, "the late call stored its default limit")
+				require.Equal(t, []string{holder}, tokens(info.Holders), "the late call granted a waiter")
+				require.Equal(t, []string{other}, waiterTokens(info.Waiters))
+				f.noNotice(lis)
+			})
+		}
+	})
+
 	// A token that gave up and took a slot since (a Try, which no mark
 	// stops) holds it: a waiting or rechecking call of it, late or not,
 	// reports that grant, as for any holder, and changes nothing. What a

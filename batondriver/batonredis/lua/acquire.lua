@@ -20,9 +20,10 @@
 -- reports the grant it holds (its fence, the ms it has left) and changes
 -- nothing else. A lease that ran out is held no more: its token asks anew.
 -- A waiting or rechecking token that gave up (release.lua marked it GONE)
--- and holds no live slot changes nothing: the call ran after its caller's
--- give-up. One that holds a slot (taken by a try since) is reported that
--- grant first, as above.
+-- and holds no live slot changes nothing at all, not even the stored
+-- default limit nor the grants to waiters it would bring: the call ran
+-- after its caller's give-up. One that holds a slot (taken by a try since)
+-- is reported that grant first, as above.
 local token, ttl, mode = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local now = now_ms()
 
@@ -49,10 +50,11 @@ end
 
 -- A give-up removes the token from the queue and from the holders, but a
 -- Try, which no mark stops, may grant it a slot since: what it holds goes
--- before its mark, in every mode. A recheck looks for the mark only once
--- it finds neither a place nor a grant, below; a wait that finds the mark
--- reports a live grant, else changes nothing.
-if mode == 'wait' and gave_up() then
+-- before its mark, in every mode. A marked token has no place (its I field
+-- is the mark), so the mark is looked for before anything is loaded or
+-- staged: a wait or recheck that finds it reports a live grant, else
+-- changes nothing.
+if mode ~= 'try' and gave_up() then
   local held = find_holder(token)
   local left = held and tonumber(redis.call('ZSCORE', H, held)) - now
   if left and left > 0 then
@@ -108,13 +110,8 @@ if held then
   existed = existed or promoted > 0
 end
 
-if mode == 'recheck' then
-  if gave_up() then
-    save(st)
-    return gone()
-  end
-  -- The place expired and no grant is left (a long pause): queue again below.
-end
+-- A recheck whose place expired and has no grant left (a long pause)
+-- queues again below.
 
 -- With a free slot, promote() has emptied the queue: nobody is overtaken.
 if n < st.limit and not more then
