@@ -68,8 +68,9 @@ type UniqueOpts struct {
 	// Scope is when twins conflict. Default UniqueUntilDone.
 	Scope UniqueScope
 	// Period is UniquePeriod's window: this insert conflicts with a twin
-	// inserted less than Period ago, and claims the key for Period. At
-	// least 1ms for UniquePeriod; ignored by the other scopes.
+	// that claimed the key less than Period ago and whose own claim still
+	// lasts; an insert that conflicts with none claims the key for Period.
+	// At least 1ms for UniquePeriod; ignored by the other scopes.
 	Period time.Duration
 	// OnConflict is what an insert that conflicts does. Default
 	// UniqueReturnExisting.

@@ -95,8 +95,12 @@ const (
 	UniqueRunning UniqueScope = "running"
 	// UniqueUntilDone: an insert conflicts with a queued or running twin.
 	UniqueUntilDone UniqueScope = "until_done"
-	// UniquePeriod: an insert conflicts with a twin inserted less than
-	// Period before, whatever became of it: a throttle.
+	// UniquePeriod: an insert conflicts with a twin that claimed the key
+	// less than the insert's Period before, while the twin's own claim
+	// lasts (its Period, from its insert), whatever became of the twin
+	// since: a throttle. Twins that share a Period so conflict with one
+	// inserted less than Period before. An insert that conflicts claims
+	// nothing: the window does not move.
 	UniquePeriod UniqueScope = "period"
 )
 

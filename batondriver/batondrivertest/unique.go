@@ -434,8 +434,8 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 
 	t.Run("PeriodIsTheNewInserts", func(t *testing.T) {
 		// A period insert conflicts with a twin inserted less than its own
-		// Period ago, whatever the twin's period; the twin's claim lasts
-		// the twin's period.
+		// Period ago while the twin's claim lasts, which is the twin's own
+		// period: with two periods, the shorter counts.
 		f := newJobFixture(t, newDriver)
 		const short = 40 * time.Millisecond
 		withShort := func(j *batondriver.JobInsert) { j.Unique.Period = short }
@@ -445,9 +445,15 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		time.Sleep(2 * short)
 		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, inPeriod, reject, withShort))
 		require.NotEqual(t, a.ID, b.ID)
-		// b claims the key for its own period; an hour's insert sees b.
+		// b claims the key for its own period; an hour's insert sees b
+		// while that lasts, and claims nothing by conflicting, but not
+		// after, though b was inserted less than an hour ago.
 		_, reason = f.insertAs(batondriver.JobRejected, uniqueJob(u, inPeriod, reject))
 		require.Equal(t, "duplicate of "+b.ID, reason)
+		time.Sleep(2 * short)
+		c, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, inPeriod, reject))
+		_, reason = f.insertAs(batondriver.JobRejected, uniqueJob(u, inPeriod, reject, withShort))
+		require.Equal(t, "duplicate of "+c.ID, reason)
 
 		// So too with a twin of another scope: inserted less than the
 		// period ago, counted from its insert.
