@@ -350,6 +350,18 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.counts(4, 4, 0, 0, 0, 0)
 	})
 
+	// An insert of no jobs answers with empty lists, not nil ones, on
+	// every backend, and changes nothing.
+	t.Run("InsertOfNone", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		res, err := f.d.JobInsert(f.ctx, &batondriver.JobInsertParams{Queue: f.queue})
+		require.NoError(t, err)
+		require.Equal(t, []*batondriver.JobRow{}, res.Jobs)
+		require.Equal(t, []batondriver.JobInsertStatus{}, res.Status)
+		require.Equal(t, []string{}, res.Reason)
+		f.counts(0, 0, 0, 0, 0, 0)
+	})
+
 	t.Run("InsertOncePerTick", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		tick := time.Now().Truncate(time.Second).Add(time.Hour)

@@ -40,7 +40,7 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		if err := ctx.Err(); err != nil { // as for JobFinish
 			return nil, jobErr(op, p.Queue, err)
 		}
-		return &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}}, nil
+		return &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}, Status: []batondriver.JobInsertStatus{}, Reason: []string{}}, nil
 	}
 	ids := make([]string, len(p.Jobs))
 	args := make([]string, 0, insertArgs*len(p.Jobs)+2)
