@@ -99,7 +99,13 @@ const (
 	UniqueReturnExisting = batondriver.UniqueReturnExisting
 	// UniqueReplace gives a queued twin the new args (and, if the insert is
 	// delayed and the twin scheduled, its run time: a debounce); Status
-	// JobReplaced. A twin that is not queued is returned as a duplicate.
+	// JobReplaced. The twin keeps its ID, place, priority, attempts, tags
+	// and metadata. A twin that is not queued is returned as a duplicate. A
+	// queued twin of another kind or concurrency key than the new job's
+	// (a custom unique key shared by kinds, or a key computed from fields
+	// the unique key leaves out) is left alone and the insert fails with
+	// ErrDuplicate saying so: its handler or its key's limit would not be
+	// the new job's.
 	UniqueReplace = batondriver.UniqueReplace
 	// UniqueReject makes the insert fail with ErrDuplicate.
 	UniqueReject = batondriver.UniqueReject

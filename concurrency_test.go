@@ -242,6 +242,34 @@ func TestUniqueInsert(t *testing.T) {
 	})
 }
 
+// A replace under a unique key that leaves out the field the concurrency
+// key is computed from would put another customer's args under this
+// customer's key: it fails with ErrDuplicate, and the twin keeps its args.
+func TestReplaceRefusesAnotherKey(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error { return nil }),
+			&baton.WorkerOpts{Concurrency: byCustomer(1), Unique: &baton.UniqueOpts{
+				Key:        func(a baton.JobArgs) string { return fmt.Sprint(a.(webhookArgs).N) },
+				OnConflict: baton.UniqueReplace,
+			}})
+		c, _ := setup(t, nil, &baton.Config{Workers: workers})
+		a, err := c.Insert(t.Context(), webhookArgs{Customer: "a", N: 1}, nil)
+		require.NoError(t, err)
+		same, err := c.Insert(t.Context(), webhookArgs{Customer: "a", N: 1}, nil)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobReplaced, same.Status)
+		other, err := c.Insert(t.Context(), webhookArgs{Customer: "b", N: 1}, nil)
+		require.ErrorIs(t, err, baton.ErrDuplicate)
+		require.ErrorContains(t, err, `not replaced: it has kind "webhook" and key "customer:a", the insert kind "webhook" and key "customer:b"`)
+		require.Equal(t, baton.JobRejected, other.Status)
+		require.Equal(t, a.Job.ID, other.Job.ID)
+		got, err := c.JobGet(t.Context(), "default", a.Job.ID)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"customer":"a","n":1}`, string(got.Args))
+	})
+}
+
 // TestKeysServedFairly: one key with 10,000 parked jobs cannot delay 100
 // small keys of 10 jobs each; every key has at most its limit in line, so
 // they take turns.

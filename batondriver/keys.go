@@ -114,12 +114,24 @@ const (
 	UniqueReturnExisting UniqueConflict = "existing"
 	// UniqueReplace gives a queued twin the insert's args (and, if the
 	// insert is delayed and the twin scheduled, its RunAt: a debounce) and
-	// returns it with the status Replaced. A twin that is not queued is
-	// returned as Duplicate.
+	// returns it with the status Replaced; the twin keeps its ID, place,
+	// priority, attempts, tags and metadata. A twin that is not queued is
+	// returned as Duplicate. A queued twin of another Kind or concurrency
+	// Key than the insert's is left as it is and the insert Rejected, with
+	// the reason NotReplaced gives: the new args under the twin's kind or
+	// key would run another kind's handler, or under another key's limit.
 	UniqueReplace UniqueConflict = "replace"
 	// UniqueReject inserts nothing and reports the insert Rejected.
 	UniqueReject UniqueConflict = "reject"
 )
+
+// NotReplaced is the Reason of an insert with UniqueReplace refused because
+// its queued twin id has another kind or concurrency key (kind and key)
+// than the insert's (inKind, inKey).
+func NotReplaced(id, kind, key, inKind, inKey string) string {
+	return fmt.Sprintf("duplicate of %s, not replaced: it has kind %q and key %q, the insert kind %q and key %q",
+		id, kind, key, inKind, inKey)
+}
 
 // JobUnique makes a job unique among the jobs of its queue with the same
 // Key.

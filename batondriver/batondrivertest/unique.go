@@ -196,7 +196,10 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 					f := newJobFixture(t, newDriver)
 					twin := tw.make(f, uniqueJob(u, a.scope, answer))
 					before := f.stats().Counts
-					res := f.insertRes(uniqueJob(u, a.scope, answer, args(`{"n":2}`)))
+					// Under the twin's key, as the client computes both
+					// keys from the same kind of args.
+					res := f.insertRes(uniqueJob(u, a.scope, answer, args(`{"n":2}`),
+						func(j *batondriver.JobInsert) { j.Key, j.Limit = twin.Key, twin.Limit }))
 					row := res.Jobs[0]
 					switch {
 					case answer == reject:
@@ -321,10 +324,44 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		h := f.insertIn(available, keyJob(k, 1))
 		p := f.insertIn(parked, keyJob(k, 1, uniq(u, queued, replace)))
 		q := f.insertIn(parked, keyJob(k, 1))
-		row, _ := f.insertAs(batondriver.JobReplaced, uniqueJob(u, queued, replace, args(`{"n":2}`)))
+		row, _ := f.insertAs(batondriver.JobReplaced, keyJob(k, 1, uniq(u, queued, replace), args(`{"n":2}`)))
 		f.requireTwin(row, p.ID, parked, `{"n":2}`)
 		f.requireKey(k, []string{h.ID}, 0, 2)
 		f.cycle(h.ID, p.ID, q.ID)
+	})
+
+	// A queued twin of another kind or concurrency key keeps its args:
+	// under its kind they would run another kind's handler, under its key
+	// another key's job would take this key's slot. The insert is refused
+	// with the reason, and nothing changes.
+	t.Run("ReplaceRefusesAnotherKindOrKey", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		a, b := key("a"), key("b")
+		h := f.insertIn(available, keyJob(a, 1))
+		p := f.insertIn(parked, keyJob(a, 1, uniq(u, untilDone, replace)))
+		s := f.insertIn(scheduled, uniqueJob("s", untilDone, replace, runAtTime(time.Now().Add(time.Hour))))
+		for _, c := range []struct {
+			twin *batondriver.JobRow
+			in   *batondriver.JobInsert
+		}{
+			{p, keyJob(b, 1, uniq(u, untilDone, replace), args(`{"n":2}`))},
+			{p, uniqueJob(u, untilDone, replace, args(`{"n":2}`))},
+			{p, keyJob(a, 1, uniq(u, untilDone, replace), args(`{"n":2}`), func(j *batondriver.JobInsert) { j.Kind = "other" })},
+			{s, uniqueJob("s", untilDone, replace, args(`{"n":2}`), func(j *batondriver.JobInsert) { j.Kind = "other" })},
+			{s, keyJob(b, 1, uniq("s", untilDone, replace), args(`{"n":2}`), runAtTime(time.Now().Add(2*time.Hour)))},
+		} {
+			row, reason := f.insertAs(batondriver.JobRejected, c.in)
+			require.Equal(t, c.twin.ID, row.ID, "the twin")
+			require.Equal(t, batondriver.NotReplaced(c.twin.ID, c.twin.Kind, c.twin.Key, c.in.Kind, c.in.Key), reason)
+			g := f.get(c.twin.ID)
+			require.Equal(t, `{"n":1}`, string(g.Args), "the twin's args")
+			requireNear(t, c.twin.RunAt, g.RunAt, storeSlack, "the twin's run time")
+		}
+		f.requireKey(a, []string{h.ID}, 0, 1)
+		_, err := f.d.KeyGet(f.ctx, &batondriver.KeyParams{Queue: f.queue, Key: b})
+		require.ErrorIs(t, err, batondriver.ErrKeyNotFound, "key b is idle")
+		f.countsOf(map[batondriver.JobState]int{available: 1, parked: 1, scheduled: 1})
+		f.cycle(h.ID, p.ID)
 	})
 
 	t.Run("ScopeIsTheNewJobs", func(t *testing.T) {

@@ -509,6 +509,11 @@ func (q *queueState) conflict(queue string, u *batondriver.JobUnique, in *batond
 		return row, batondriver.JobRejected, "duplicate of " + c.id
 	case twin == nil:
 		return row, batondriver.JobDuplicate, ""
+	case u.OnConflict == batondriver.UniqueReplace && queued(twin.row.State) &&
+		(twin.row.Kind != in.Kind || twin.row.Key != in.Key):
+		// The new args under the twin's kind or key would run another
+		// kind's handler, or run under another key's slots.
+		return row, batondriver.JobRejected, batondriver.NotReplaced(c.id, twin.row.Kind, twin.row.Key, in.Kind, in.Key)
 	case u.OnConflict == batondriver.UniqueReplace && queued(twin.row.State):
 		twin.row.Args = bytes.Clone(in.Args)
 		if in.RunAt.After(now) && twin.row.State == batondriver.JobStateScheduled {

@@ -145,6 +145,7 @@ const (
 	insertDuplicate
 	insertReplaced
 	insertRejected
+	insertUnreplaced // a queued twin of another kind or key
 )
 
 // insertOneResult converts job_insert_one.lua's reply, the server's time:
@@ -201,7 +202,7 @@ func insertResult(p *batondriver.JobInsertParams, ids []string, arr []rueidis.Re
 			out.Status[i] = batondriver.JobDuplicate
 		case insertReplaced:
 			out.Status[i] = batondriver.JobReplaced
-		case insertRejected:
+		case insertRejected, insertUnreplaced:
 			out.Status[i] = batondriver.JobRejected
 		case insertDropped:
 		default:
@@ -225,8 +226,11 @@ func insertResult(p *batondriver.JobInsertParams, ids []string, arr []rueidis.Re
 				return nil, err
 			}
 		}
-		if out.Status[i] == batondriver.JobRejected {
+		switch code {
+		case insertRejected:
 			out.Reason[i] = fmt.Sprintf("duplicate of %s", id)
+		case insertUnreplaced:
+			out.Reason[i] = batondriver.NotReplaced(id, row.Kind, row.Key, j.Kind, j.Key)
 		}
 		out.Jobs[i], tail = row, tail[2:]
 	}

@@ -17,11 +17,13 @@
 -- per schedule, field "once:<name>"). Codes: AVAILABLE, SCHEDULED, PARKED,
 -- DROPPED, REFUSED (OnBusyFail: nothing stored) from joblib.lua, and
 -- DUPLICATE, REPLACED, REJECTED for a unique twin (whose fields follow; the
--- twin of a period claim may be gone: false then). A job whose run_at is not
+-- twin of a period claim may be gone: false then), and UNREPLACED for a
+-- queued twin that UniqueReplace found of another kind or concurrency key
+-- than the insert's: nothing is stored or changed. A job whose run_at is not
 -- after now is admitted (docs/concurrency.md) with run_at = now; one waiting
 -- fetcher is woken per job made available (at most 64), and one more if a
 -- scheduled job is now the queue's earliest.
-local DUPLICATE, REPLACED, REJECTED = 5, 6, 7
+local DUPLICATE, REPLACED, REJECTED, UNREPLACED = 5, 6, 7, 8
 local PER_JOB = 15
 local now = now_ms()
 local njobs = #KEYS - FIRST_JOB_KEY + 1
@@ -52,6 +54,11 @@ for i = FIRST_JOB_KEY, #KEYS do
       code = DUPLICATE
       if answer == 'reject' then
         code = REJECTED
+      elseif answer == 'replace' and tv and QUEUED[tv[FI.state]] and
+          (tv[FI.kind] ~= ARGV[a + 2] or (tv[FI.key] or '') ~= ARGV[a + 9]) then
+        -- The new args under the twin's kind or key would run another
+        -- kind's handler, or run under another key's slots.
+        code = UNREPLACED
       elseif answer == 'replace' and tv and QUEUED[tv[FI.state]] then
         code = REPLACED
         local t = {'args', ARGV[a + 3]}
