@@ -389,21 +389,75 @@ func TestMiddlewarePanicIsRecoveredAndRetried(t *testing.T) {
 
 func TestUnrunnableJobsGoDeadWithReason(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
-		c, d := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error { return nil }), nil)
+		c, d := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error { return nil }),
+			&baton.Config{Backoff: func(int) time.Duration { return time.Millisecond }})
 		ctx := context.Background()
 		// Another process inserted a kind this one has no worker for, and args
 		// this one cannot decode.
 		res, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: "default", Jobs: []*batondriver.JobInsert{
-			{Kind: "other", Args: []byte(`{}`), MaxAttempts: 5},
+			{Kind: "other", Args: []byte(`{}`), MaxAttempts: 3},
 			{Kind: "email", Args: []byte(`{"to": 42}`), MaxAttempts: 5},
 		}})
 		require.NoError(t, err)
 		start(t, c)
 		unknown := waitState(t, c, "default", res.Jobs[0].ID, baton.JobStateDead)
-		require.Contains(t, unknown.Errors[0].Error, `no worker registered for kind "other"`)
+		require.Equal(t, 3, unknown.Attempt, "retried for a process that knows the kind")
+		require.Len(t, unknown.Errors, 3)
+		require.Contains(t, unknown.Errors[2].Error, `no worker registered for kind "other"`)
 		bad := waitState(t, c, "default", res.Jobs[1].ID, baton.JobStateDead)
 		require.Contains(t, bad.Errors[0].Error, `args of kind "email" cannot be decoded`)
 		require.Equal(t, 1, bad.Attempt, "no retry can help")
+	})
+}
+
+// Two processes share a queue, each with a worker for one of its two
+// kinds (as during a rolling deploy that adds a kind): a job fetched by the
+// process without its worker is retried, not lost, and every job runs in
+// the process that has its worker.
+func TestKindsSplitAcrossProcessesAllRun(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		const each = 20
+		var emails, others atomic.Int32
+		// A backoff longer than the poll, as by default: by the time a
+		// retry is due, both processes have learnt when, and race for it.
+		retry := func(int) time.Duration { return 200 * time.Millisecond }
+		a, d := setup(t, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error {
+			emails.Add(1)
+			return nil
+		}), &baton.Config{Backoff: retry, AllowUnknownKinds: true, PollInterval: 20 * time.Millisecond})
+		bw := baton.NewWorkers()
+		baton.AddWorker(bw, baton.WorkFunc[otherArgs](func(context.Context, *baton.Job[otherArgs]) error {
+			others.Add(1)
+			return nil
+		}), nil)
+		b, err := baton.NewClient(d, &baton.Config{Workers: bw, Backoff: retry, Logger: quiet, PollInterval: 20 * time.Millisecond})
+		require.NoError(t, err)
+		var jobs []*baton.InsertManyParams
+		for range each {
+			jobs = append(jobs, &baton.InsertManyParams{Args: emailArgs{To: "x"}}, &baton.InsertManyParams{Args: otherArgs{}})
+		}
+		_, err = a.InsertMany(t.Context(), jobs)
+		require.NoError(t, err)
+		start(t, a)
+		start(t, b)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			st, err := a.QueueStats(t.Context(), "default")
+			require.NoError(t, err)
+			if st.Counts[baton.JobStateCompleted] == 2*each {
+				break
+			}
+			if !time.Now().Before(deadline) {
+				dead, _, _ := a.JobList(t.Context(), "default", baton.JobStateDead, nil)
+				for _, j := range dead[:min(2, len(dead))] {
+					t.Logf("dead %s attempt %d errors %+v", j.Kind, j.Attempt, j.Errors)
+				}
+				t.Fatalf("not every job completed: %+v", st.Counts)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.Equal(t, int32(each), emails.Load())
+		require.Equal(t, int32(each), others.Load())
 	})
 }
 

@@ -107,7 +107,12 @@ type Config struct {
 	// AllowUnknownKinds lets a client with Workers insert kinds it has no
 	// worker for (another process runs them). Default false: such an insert
 	// is an error wrapping ErrUnknownKind. A client without Workers inserts
-	// any kind.
+	// any kind. A job whose kind the fetching process has no worker for
+	// (processes sharing a queue with different workers, a rolling deploy)
+	// counts an attempt and is retried after Backoff, as a failure is, so
+	// that a process with the worker can take it; it goes to the dead set,
+	// with the reason, once its attempts are used up. Give every process
+	// that works a queue a worker for every kind in it to avoid the wait.
 	AllowUnknownKinds bool
 
 	// PeriodicJobs are inserted on their schedules while the client runs,

@@ -862,16 +862,24 @@ func (r *runner) outcome(e *execution, err error) *batondriver.JobFinish {
 	case errors.As(err, &cancel):
 		f.Outcome, f.Error = batondriver.JobOutcomeCancel, err.Error()
 		log().Info("baton: job cancelled by its handler", "err", err)
-	case errors.As(err, &decode), errors.As(err, &unknown):
+	case errors.As(err, &decode):
 		f.Outcome, f.Error = batondriver.JobOutcomeDead, err.Error()
 		log().Error("baton: job cannot run; moved to the dead set", "err", err)
 	default:
+		// An unknown kind too: another process sharing the queue, or this
+		// one after a deploy, may have its worker. It is retried with the
+		// client's backoff and goes dead, with the reason, once its
+		// attempts are used up.
 		backoff := r.cfg.Backoff
 		if kw := r.cfg.Workers.kinds[row.Kind]; kw != nil && kw.opts.Backoff != nil {
 			backoff = kw.opts.Backoff
 		}
 		f.Outcome, f.Error, f.Delay = batondriver.JobOutcomeRetry, err.Error(), max(backoff(row.Attempt), 0)
-		log().Warn("baton: job failed", "err", err, "max_attempts", row.MaxAttempts)
+		if errors.As(err, &unknown) {
+			log().Warn("baton: no worker for the job's kind in this process; retried later", "err", err, "max_attempts", row.MaxAttempts)
+		} else {
+			log().Warn("baton: job failed", "err", err, "max_attempts", row.MaxAttempts)
+		}
 	}
 	return f
 }
