@@ -221,8 +221,9 @@ var ErrKeyNotFound = batondriver.ErrKeyNotFound
 // KeyList lists a queue's active concurrency keys — those with holders,
 // parked jobs or a limit override — most parked first, and how many there
 // are. Each comes with its limit, holders, running, chained and parked
-// counts, the time its next parked job was parked, and its last fencing
-// token; not its holders (see KeyGet). It reads an index, not the keyspace.
+// counts, the time its next parked job was parked, and the highest fencing
+// token among its running jobs and those chained behind them (0 if none
+// runs); not its holders (see KeyGet). It reads an index, not the keyspace.
 func (c *Client) KeyList(ctx context.Context, queue string, opts *KeyListOpts) ([]*KeyInfo, int, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, 0, fmt.Errorf("baton: KeyList: %w", err)
@@ -254,10 +255,12 @@ func (c *Client) KeyGet(ctx context.Context, queue, key string) (*KeyInfo, error
 
 // SetLimit stores a limit for a concurrency key of a queue, for every
 // process, overriding the kinds' defaults: 0 halts the key. Raising it
-// promotes parked jobs at once; lowering it lets running jobs finish and
-// sends the key's jobs that have not started back to wait, so that no more
-// than n run once the running ones end. n must be 0 to MaxKeyLimit. It
-// returns the key's state after the change.
+// promotes parked jobs at once. Lowering it lets the running jobs finish,
+// and the jobs already chained behind them (leased in advance, at most one
+// per running job: KeyInfo.Chained; none with Config.DisableChaining), and
+// sends the key's other jobs that have not started back to wait, so that no
+// more than n run once those end. n must be 0 to MaxKeyLimit. It returns
+// the key's state after the change.
 func (c *Client) SetLimit(ctx context.Context, queue, key string, n int) (*KeyInfo, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, fmt.Errorf("baton: SetLimit: %w", err)

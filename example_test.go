@@ -108,8 +108,9 @@ func ExamplePeriodicJob() {
 	// next tick after 10:07: 10:15
 }
 
-// Many jobs in one round trip: InsertMany stores them all or none, in
-// order, each with its own options.
+// Many jobs in one round trip per queue and thousand jobs: InsertMany
+// checks them all before it stores any, and stores them in order, each
+// with its own options.
 func ExampleClient_InsertMany() {
 	client, err := baton.NewClient(batonmem.New(), &baton.Config{Logger: quiet})
 	if err != nil {
