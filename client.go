@@ -40,8 +40,11 @@ func NewClient(driver batondriver.JobDriver, cfg *Config) (*Client, error) {
 
 // Insert adds one job. Its kind's worker settings and opts (nil for
 // defaults) decide its queue, priority, schedule, attempts, concurrency key
-// and uniqueness. A job refused by OnBusyFail returns ErrKeyBusy, one
-// refused by UniqueReject ErrDuplicate with the twin in the result.
+// and uniqueness. Invalid args or options (an unknown kind aside, which is
+// ErrUnknownKind) return an error wrapping batondriver.ErrBadParams that
+// says what is wrong, and store nothing. A job refused by OnBusyFail
+// returns ErrKeyBusy, one refused by UniqueReject ErrDuplicate with the
+// twin in the result.
 func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
 	res, err := c.InsertMany(ctx, []*InsertManyParams{{Args: args, Opts: opts}})
 	if res == nil {
@@ -79,7 +82,7 @@ func (c *Client) insertMany(ctx context.Context, jobs []*InsertManyParams) ([]*I
 		// The most common call: grouped with other single inserts.
 		queue, ins, err := c.prepare(jobs[0], now)
 		if err != nil {
-			return nil, fmt.Errorf("baton: insert #0: %w", err)
+			return nil, fmt.Errorf("baton: insert: %w", err)
 		}
 		res, err := c.insertGrouped(ctx, queue, ins)
 		if err != nil {
@@ -184,11 +187,11 @@ func (c *Client) insertBatches(ctx context.Context, queue string, jobs []*batond
 // prepare validates one job and resolves its options.
 func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriver.JobInsert, error) {
 	if j == nil || j.Args == nil {
-		return "", nil, errors.New("nil args")
+		return "", nil, fmt.Errorf("%w: nil args", batondriver.ErrBadParams)
 	}
 	kind := j.Args.Kind()
 	if err := checkKind(kind); err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("%w: %w", batondriver.ErrBadParams, err)
 	}
 	var wopts WorkerOpts
 	if c.cfg.Workers != nil {
@@ -215,7 +218,7 @@ func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriv
 		return "", nil, err
 	}
 	if o.Priority < 0 || o.Priority > batondriver.MaxPriority {
-		return "", nil, fmt.Errorf("kind %q: priority %d out of range 0..%d", kind, o.Priority, batondriver.MaxPriority)
+		return "", nil, fmt.Errorf("%w: kind %q: priority %d out of range 0..%d", batondriver.ErrBadParams, kind, o.Priority, batondriver.MaxPriority)
 	}
 	attempts := o.MaxAttempts
 	if attempts == 0 {
@@ -225,32 +228,32 @@ func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriv
 		attempts = c.cfg.MaxAttempts
 	}
 	if attempts < 0 {
-		return "", nil, fmt.Errorf("kind %q: negative MaxAttempts %d", kind, o.MaxAttempts)
+		return "", nil, fmt.Errorf("%w: kind %q: negative MaxAttempts %d", batondriver.ErrBadParams, kind, o.MaxAttempts)
 	}
 	if o.Delay < 0 {
-		return "", nil, fmt.Errorf("kind %q: negative Delay %v", kind, o.Delay)
+		return "", nil, fmt.Errorf("%w: kind %q: negative Delay %v", batondriver.ErrBadParams, kind, o.Delay)
 	}
 	runAt := o.RunAt
 	if o.Delay > 0 {
 		runAt = time.Time{} // the backend counts the delay on its clock
 	}
 	if len(o.Tags) > 16 {
-		return "", nil, fmt.Errorf("kind %q: %d tags, at most 16", kind, len(o.Tags))
+		return "", nil, fmt.Errorf("%w: kind %q: %d tags, at most 16", batondriver.ErrBadParams, kind, len(o.Tags))
 	}
 	for _, t := range o.Tags {
 		if t == "" || len(t) > 128 {
-			return "", nil, fmt.Errorf("kind %q: tag %q must have 1 to 128 bytes", kind, t)
+			return "", nil, fmt.Errorf("%w: kind %q: tag %q must have 1 to 128 bytes", batondriver.ErrBadParams, kind, t)
 		}
 	}
 	if o.Metadata != nil && !json.Valid(o.Metadata) {
-		return "", nil, fmt.Errorf("kind %q: metadata is not valid JSON", kind)
+		return "", nil, fmt.Errorf("%w: kind %q: metadata is not valid JSON", batondriver.ErrBadParams, kind)
 	}
 	args, err := json.Marshal(j.Args)
 	if err != nil {
-		return "", nil, fmt.Errorf("kind %q: encoding args: %w", kind, err)
+		return "", nil, fmt.Errorf("%w: kind %q: encoding args: %w", batondriver.ErrBadParams, kind, err)
 	}
 	if len(args) > c.cfg.MaxArgsBytes {
-		return "", nil, fmt.Errorf("kind %q: args of %d bytes exceed Config.MaxArgsBytes (%d)", kind, len(args), c.cfg.MaxArgsBytes)
+		return "", nil, fmt.Errorf("%w: kind %q: args of %d bytes exceed Config.MaxArgsBytes (%d)", batondriver.ErrBadParams, kind, len(args), c.cfg.MaxArgsBytes)
 	}
 	ins := &batondriver.JobInsert{
 		Kind: kind, Args: args, Priority: o.Priority, MaxAttempts: attempts,

@@ -184,9 +184,16 @@ func TestInsertValidates(t *testing.T) {
 	} {
 		_, err := c.Insert(ctx, tc.args, tc.opts)
 		require.ErrorContains(t, err, tc.want)
+		require.NotContains(t, err.Error(), "#0", "a single insert has no index")
+		if _, ok := tc.args.(otherArgs); !ok {
+			require.ErrorIs(t, err, batondriver.ErrBadParams, "bad input, not a backend failure")
+		}
 	}
 	_, err := c.Insert(ctx, otherArgs{}, nil)
 	require.ErrorIs(t, err, baton.ErrUnknownKind)
+	_, err = c.InsertMany(ctx, []*baton.InsertManyParams{{Args: emailArgs{}}, {Args: emailArgs{}, Opts: &baton.InsertOpts{Priority: 10}}})
+	require.ErrorContains(t, err, "insert #1: ")
+	require.ErrorIs(t, err, batondriver.ErrBadParams)
 }
 
 func TestNewClientValidates(t *testing.T) {

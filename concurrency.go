@@ -169,7 +169,7 @@ const emptyKeyHint = "returned an empty key (a KeyOf for another args type?)"
 func applyConcurrency(ins *batondriver.JobInsert, c *ConcurrencyOpts, args JobArgs, encoded []byte) error {
 	key := resolveKey(c.Key, ins.Kind, args, encoded)
 	if key == "" {
-		return fmt.Errorf("kind %q: ConcurrencyOpts.Key %s", ins.Kind, emptyKeyHint)
+		return fmt.Errorf("%w: kind %q: ConcurrencyOpts.Key %s", batondriver.ErrBadParams, ins.Kind, emptyKeyHint)
 	}
 	ins.Key, ins.Limit, ins.OnBusy = key, c.Limit, c.OnBusy
 	if ins.Limit == 0 {
@@ -177,7 +177,7 @@ func applyConcurrency(ins *batondriver.JobInsert, c *ConcurrencyOpts, args JobAr
 	}
 	if c.OnBusy == OnBusyReschedule {
 		if c.BusyDelay == nil {
-			return fmt.Errorf("kind %q: OnBusyReschedule needs ConcurrencyOpts.BusyDelay", ins.Kind)
+			return fmt.Errorf("%w: kind %q: OnBusyReschedule needs ConcurrencyOpts.BusyDelay", batondriver.ErrBadParams, ins.Kind)
 		}
 		ins.BusyDelay = c.BusyDelay(args)
 	}
@@ -188,7 +188,7 @@ func applyConcurrency(ins *batondriver.JobInsert, c *ConcurrencyOpts, args JobAr
 func applyUnique(ins *batondriver.JobInsert, u *UniqueOpts, args JobArgs, encoded []byte) error {
 	key := resolveKey(u.Key, ins.Kind, args, encoded)
 	if key == "" {
-		return fmt.Errorf("kind %q: UniqueOpts.Key %s", ins.Kind, emptyKeyHint)
+		return fmt.Errorf("%w: kind %q: UniqueOpts.Key %s", batondriver.ErrBadParams, ins.Kind, emptyKeyHint)
 	}
 	scope := u.Scope
 	if scope == "" {
