@@ -1082,3 +1082,32 @@ func TestFullProcessLeavesWakeUpToIdleOne(t *testing.T) {
 		close(release)
 	})
 }
+
+// A kind registered for a queue the client does not work would never run
+// here, silently: Start says so.
+func TestStartWarnsOfKindsInUnworkedQueues(t *testing.T) {
+	var mu sync.Mutex
+	var warned []string
+	log := slog.New(&hookHandler{fn: func(r slog.Record) {
+		if !strings.HasPrefix(r.Message, "baton: Start: the kind's queue is not in Config.Queues") {
+			return
+		}
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "kind" {
+				mu.Lock()
+				warned = append(warned, a.Value.String())
+				mu.Unlock()
+			}
+			return true
+		})
+	}})
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }),
+		&baton.WorkerOpts{Queue: "mail"})
+	baton.AddWorker(workers, baton.WorkFunc[otherArgs](func(context.Context, *baton.Job[otherArgs]) error { return nil }), nil)
+	c, _ := setup(t, nil, &baton.Config{Workers: workers, Logger: log})
+	start(t, c)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"email"}, warned, "other's queue, default, is worked")
+}

@@ -518,3 +518,28 @@ func TestKeyOptionsChecked(t *testing.T) {
 type emailLike struct{ To string }
 
 func (emailLike) Kind() string { return "email-like" }
+
+// OnJobEnd names the job, its key and the fence of the attempt it reports,
+// for tracing.
+func TestJobEventNamesJobKeyAndFence(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		events := make(chan *baton.JobEvent, 1)
+		handled := make(chan *baton.Job[webhookArgs], 1)
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+			handled <- job
+			return nil
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		c, _ := setup(t, nil, &baton.Config{Workers: workers, OnJobEnd: func(ev *baton.JobEvent) { events <- ev }})
+		start(t, c)
+		res, err := c.Insert(t.Context(), webhookArgs{Customer: "a"}, nil)
+		require.NoError(t, err)
+		job, ev := <-handled, <-events
+		require.Equal(t, res.Job.ID, ev.ID)
+		require.Equal(t, "customer:a", ev.Key)
+		require.Positive(t, ev.Fence)
+		require.Equal(t, job.Fence, ev.Fence)
+		require.Equal(t, baton.JobOutcomeCompleted, ev.Outcome)
+		require.Equal(t, 1, ev.Attempt)
+	})
+}

@@ -44,11 +44,18 @@ type Job[T JobArgs] struct {
 
 // JobEvent describes one finished attempt, for Config.OnJobEnd.
 type JobEvent struct {
+	// ID, Queue and Kind name the job; Key is its concurrency key ("" for
+	// none) and Fence the fencing token of this attempt (0 without a key).
+	ID    string
 	Queue string
 	Kind  string
+	Key   string
+	Fence int64
 	// Outcome is what the attempt asked the backend to record; "lost" if
 	// its lease was lost and nothing is recorded.
 	Outcome JobOutcome
+	// Attempt counts this attempt (1 for the first); a snoozed attempt
+	// is not counted, so the next one has the same number.
 	Attempt int
 	// Wait is from when the job became runnable (its RunAt) to its start;
 	// Run is how long its handler ran.

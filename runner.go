@@ -1,12 +1,15 @@
 package baton
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,6 +126,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.runner != nil {
 		return errors.New("baton: Start: already started")
 	}
+	c.warnUnworkedKinds()
 	fetchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	giveUp, cancelGiveUp := context.WithCancel(context.WithoutCancel(ctx))
 	r := &runner{
@@ -631,7 +635,7 @@ func (r *runner) executeOne(e *execution) *execution {
 	err := r.run(e)
 	f := r.outcome(e, err)
 	if r.cfg.OnJobEnd != nil {
-		ev := &JobEvent{Queue: e.queue, Kind: row.Kind, Outcome: JobOutcomeLost, Attempt: row.Attempt,
+		ev := &JobEvent{ID: row.ID, Queue: e.queue, Kind: row.Kind, Key: row.Key, Fence: row.Fence, Outcome: JobOutcomeLost, Attempt: row.Attempt,
 			Wait: max(row.AttemptedAt.Sub(row.RunAt), 0), Run: time.Since(began), Err: err}
 		if f != nil {
 			ev.Outcome = f.Outcome
@@ -768,6 +772,23 @@ func (r *runner) releaseSlots(n int) {
 	r.mu.Lock()
 	r.addFree(n)
 	r.mu.Unlock()
+}
+
+// warnUnworkedKinds logs each kind with a worker whose default queue is
+// not one of Config.Queues: this client runs none of its jobs there, which
+// is rarely what the registration meant.
+func (c *Client) warnUnworkedKinds() {
+	worked := map[string]bool{}
+	for _, q := range c.cfg.Queues {
+		worked[q.Name] = true
+	}
+	for _, kind := range slices.Sorted(maps.Keys(c.cfg.Workers.kinds)) {
+		q := cmp.Or(c.cfg.Workers.kinds[kind].opts.Queue, "default")
+		if !worked[q] {
+			c.cfg.Logger.Warn("baton: Start: the kind's queue is not in Config.Queues; this client runs none of its jobs there",
+				"kind", kind, "queue", q)
+		}
+	}
 }
 
 // run calls the kind's worker through the middleware, with the timeout,

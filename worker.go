@@ -14,8 +14,10 @@ import (
 type Worker[T JobArgs] interface {
 	// Work runs one attempt. Its return steers the job: nil completes it;
 	// JobSnooze(d) runs it again later without counting the attempt;
-	// JobCancel(err) ends it with no more attempts; any other error retries
-	// it with backoff until its attempts are used up, then it is dead. ctx
+	// JobCancel(err) ends it with no more attempts; JobAgain() and
+	// JobAgainIn(d) complete this run and queue the next one in the same
+	// step that frees its concurrency slot; any other error retries it with
+	// backoff until its attempts are used up, then it is dead. ctx
 	// ends when the job's lease is lost (cause ErrLeaseLost), its timeout
 	// passes, or the client stops (ErrStopping).
 	Work(ctx context.Context, job *Job[T]) error
