@@ -739,4 +739,6 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireState(available, b.ID)
 		f.insertAs(batondriver.JobInserted, uniqueJob(u, inRunning, reject))
 	})
+
+	exerciseMixedDefaults(t, newDriver)
 }
