@@ -416,7 +416,9 @@ type JobFinish struct {
 	// if it had not been leased: its attempt not counted, its unique claim
 	// as while queued, a job chained behind it back at the head of its
 	// key's parked jobs, and the job itself available, holding its key's
-	// slot, unless the key is over its limit (lowered meanwhile): then it
+	// slot, unless the key's limit was lowered below its holders since it
+	// was leased (an override set lower or removed; holders admitted
+	// beside it under larger defaults of their own lower nothing): then it
 	// waits at the head of the parked jobs, before the chained one. So a
 	// stop and a restart keep each key's order. A plain Snooze admits the
 	// job again behind its key's parked jobs.

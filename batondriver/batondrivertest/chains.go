@@ -741,4 +741,5 @@ func exerciseChains(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 	})
 
 	exerciseMixedDefaults(t, newDriver)
+	exerciseMixedDefaultsGiveBack(t, newDriver)
 }

@@ -241,3 +241,102 @@ func exerciseMixedDefaults(t *testing.T, newDriver func(t *testing.T) batondrive
 		require.Equal(t, 2, f.takeWakes(), "one wake per job promoted")
 	})
 }
+
+// exerciseMixedDefaultsGiveBack checks jobs given back (JobFinish.GiveBack)
+// on a key whose jobs carry different default limits: a job given back
+// keeps its key's slot, as if it had not been leased, unless the key's
+// limit was lowered below its holders since it was leased (docs/
+// concurrency.md, at Stop). Holders admitted beside it under larger
+// defaults of their own lower nothing: it keeps its slot, and so never
+// waits ahead of a job that was before it in its key's order. Run in
+// exerciseChains.
+func exerciseMixedDefaultsGiveBack(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+	// h runs with c chained behind it; the chain promoted p, of default 3,
+	// beside h. h given back keeps its slot beside p (available again), c
+	// goes back to the head of the parked jobs, before q: h and p run, then
+	// c, then q.
+	t.Run("MixedDefaultsGiveBackAfterChainPromotionKeepsSlot", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js, got := f.mixedChain(k, "Fetch", 1, 1, 3, 1)
+		h, c, p, q := got[0], got[1], js[2], js[3]
+		f.requireKey(k, []string{h.ID, p.ID}, 1, 1)
+		require.Empty(t, f.finish(time.Hour, giveBack(h)))
+		g := f.get(h.ID)
+		require.Equal(t, available, g.State, "h keeps its slot")
+		require.Zero(t, g.Attempt)
+		f.requireUnchained(c.ID, parked)
+		f.requireKey(k, []string{h.ID, p.ID}, 0, 2)
+		require.ElementsMatch(t, []string{h.ID, p.ID}, ids(f.fetch(10).Jobs), "h and p run")
+		require.Empty(t, f.fetch(10).Jobs, "c waits: its limit of 1 is full")
+		for _, id := range []string{h.ID, p.ID} {
+			f.complete(f.get(id))
+		}
+		f.cycle(c.ID, q.ID)
+	})
+
+	// A chained job that took over its slot and is then given back keeps
+	// the slot as any holder does, though p, promoted beside it under its
+	// own default of 3, makes two holders.
+	t.Run("MixedDefaultsGiveBackHeirKeepsSlot", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js, got := f.mixedChain(k, "Fetch", 1, 1, 3, 1)
+		h, c, p, q := got[0], got[1], js[2], js[3]
+		f.complete(h)
+		f.requireKey(k, []string{c.ID, p.ID}, 1, 1)
+		require.Empty(t, f.finish(time.Hour, giveBack(f.get(c.ID))))
+		f.requireState(available, c.ID)
+		f.requireKey(k, []string{c.ID, p.ID}, 0, 1)
+		f.requireState(parked, q.ID)
+	})
+
+	// The chain promoted p (default 2) and r (default 3) beside h; p runs.
+	// c, chained behind h, is given back first (to the head of the parked
+	// jobs, where it was), then p: p keeps its slot beside h and r, three
+	// holders though its default is 2, and does not go ahead of c, which
+	// was parked before it. c runs once the key is free for its default of
+	// 1.
+	t.Run("MixedDefaultsGiveBackAfterUnchainKeepsOrder", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js, got := f.mixedChain(k, "Fetch", 1, 1, 2, 3)
+		h, c, p, r := got[0], got[1], js[2], js[3]
+		f.requireKey(k, []string{h.ID, p.ID, r.ID}, 1, 0)
+		lp := f.fetchOne(time.Minute)
+		require.Equal(t, p.ID, lp.ID)
+		require.Empty(t, f.finish(time.Hour, giveBack(c)))
+		f.requireUnchained(c.ID, parked)
+		require.Empty(t, f.finish(time.Hour, giveBack(lp)))
+		f.requireState(available, p.ID)
+		f.requireKey(k, []string{h.ID, p.ID, r.ID}, 1, 1)
+		f.complete(h)
+		require.ElementsMatch(t, []string{p.ID, r.ID}, ids(f.fetch(10).Jobs))
+		f.requireState(parked, c.ID)
+		f.complete(f.get(p.ID))
+		f.complete(f.get(r.ID))
+		f.cycle(c.ID)
+	})
+
+	// A limit lowered while the job ran still sends it to the head of the
+	// parked jobs, with mixed defaults too: three jobs of default 1 run
+	// under an override of 3, which is then removed; x, inserted after,
+	// waits; b given back is over its own default of 1 now, so it gives
+	// its slot up and waits ahead of x, and is promoted first.
+	t.Run("MixedDefaultsGiveBackAfterResetWaitsAtHead", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		f.setLimit(k, 3)
+		f.insertRes(keyJob(k, 1), keyJob(k, 1), keyJob(k, 1))
+		got := f.fetch(3).Jobs
+		require.Len(t, got, 3)
+		f.resetLimit(k)
+		x := f.insertIn(parked, keyJob(k, 3))
+		require.Empty(t, f.finish(time.Hour, giveBack(got[1])))
+		f.requireState(parked, got[1].ID)
+		f.requireKey(k, []string{got[0].ID, got[2].ID}, 2, 2)
+		f.complete(got[0])
+		f.complete(got[2])
+		require.Equal(t, []string{got[1].ID, x.ID}, ids(f.list(available, 10, 0).Jobs), "b first, then x beside it")
+	})
+}

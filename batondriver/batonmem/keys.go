@@ -22,9 +22,13 @@ type jobKey struct {
 	// since it became active; -1 before any.
 	dlimit   int
 	override int
-	hasLimit bool            // override is set
-	holders  map[string]*job // available and running jobs of the key
-	parked   list.List       // of *job, head first
+	hasLimit bool // override is set
+	// limitFence is the queue's last fencing token when KeySetLimit last
+	// set or removed the override (0 if never, since the key became
+	// active): a job leased with a fence no higher ran when it changed.
+	limitFence int64
+	holders    map[string]*job // available and running jobs of the key
+	parked     list.List       // of *job, head first
 }
 
 // limitFor is the key's limit for admitting j: the override, else j's own.
@@ -339,15 +343,16 @@ func (q *queueState) reclaim(j *job, now time.Time) {
 // not been leased (batondriver.JobFinish.GiveBack): its attempt not
 // counted, its unique claim as while queued, the job chained behind it
 // back at the head of its key's parked jobs, and j available, holding its
-// key's slot still, unless the key is over its limit (lowered while j
-// ran): then j gives the slot up and waits at the head of the parked jobs,
-// before the chained one. It reports whether j is available.
+// key's slot still, unless the key's limit was lowered below its holders
+// since j was leased (see loweredFor): then j gives the slot up and waits
+// at the head of the parked jobs, before the chained one. It reports
+// whether j is available.
 func (q *queueState) giveBack(j *job, now time.Time) bool {
 	q.unchain(j, now)
 	q.unstart(j, now)
 	j.row.RunAt = now
 	if j.row.Key != "" {
-		if k := q.keys[j.row.Key]; len(k.holders) > k.limitFor(j) {
+		if k := q.keys[j.row.Key]; k.loweredFor(j) {
 			delete(k.holders, j.row.ID)
 			q.park(k, j, now, true)
 			return false
@@ -355,6 +360,16 @@ func (q *queueState) giveBack(j *job, now time.Time) bool {
 	}
 	q.add(j, batondriver.JobStateAvailable)
 	return true
+}
+
+// loweredFor reports whether k's limit for j, a holder, was lowered below
+// k's holders since j was leased. Under an override, holders beyond it
+// mean just that: no job is admitted, chained or leased beyond it. Without
+// one, j's limit is its own default, which never changes, so only a
+// removed override can have lowered it; holders beyond it admitted under
+// larger defaults of their own (mixed defaults) lowered nothing.
+func (k *jobKey) loweredFor(j *job) bool {
+	return len(k.holders) > k.limitFor(j) && (k.hasLimit || j.row.Fence <= k.limitFence)
 }
 
 // nextFence returns the queue's next fencing token, remembered as its last:
@@ -545,6 +560,7 @@ func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitPara
 	q := s.queue(p.Queue)
 	k := q.key(p.Key)
 	k.override, k.hasLimit = p.Limit, !p.Reset
+	k.limitFence = q.fence
 	if p.Reset {
 		k.override = 0
 	}

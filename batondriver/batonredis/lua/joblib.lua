@@ -933,10 +933,17 @@ local OUTCOME_FIELDS = {'state', 'lease', 'lease_until', 'attempt', 'max', 'prio
 -- to its place as if it had not been leased (batondriver.JobFinish.GiveBack):
 -- its attempt not counted, its unique claim as while queued, and the job
 -- itself available (added to batch), holding its key's slot still, unless
--- the key is over its limit (lowered while it ran): then it gives the slot
--- up and waits at the head of the parked jobs (park_first). x holds more
--- fields to write. The caller first puts the job chained behind it, if
--- any, back at the head of the parked jobs (unchain), so that this job
+-- the key's limit was lowered below its holders since the job was leased:
+-- then it gives the slot up and waits at the head of the parked jobs
+-- (park_first). Under an override, holders beyond it mean just that (no
+-- job is admitted, chained or leased beyond it); without one, the job's
+-- limit is its own default, which never changes, so only a removed
+-- override can have lowered it: the key's meta keeps the queue's fence of
+-- its last change of limit (limit_fence, key_setlimit.lua), and a job
+-- leased with a fence no higher ran then. Holders beyond its default
+-- admitted under larger defaults of their own lowered nothing. x holds
+-- more fields to write. The caller first puts the job chained behind it,
+-- if any, back at the head of the parked jobs (unchain), so that this job
 -- goes before it; and takes the job out of R.
 local function give_back(batch, key, id, v, now, x)
   local snow = int(now)
@@ -945,8 +952,9 @@ local function give_back(batch, key, id, v, now, x)
   local k = v[8]
   if k and k ~= '' then
     local h, _, m = key_keys(k)
-    local limit = tonumber(redis.call('HGET', m, 'limit') or v[9]) or 0
-    if redis.call('SCARD', h) > limit then
+    local mv = redis.call('HMGET', m, 'limit', 'limit_fence')
+    if redis.call('SCARD', h) > (tonumber(mv[1] or v[9]) or 0) and (mv[1]
+        or (tonumber(mv[2]) or 0) >= (tonumber(redis.call('HGET', key, 'fence')) or 0)) then
       redis.call('SREM', h, id)
       park_first(k, id, now, v[9])
       put(t, 'state', 'parked', 'parked', snow)

@@ -17,10 +17,14 @@
 local k = ARGV[1]
 local now = now_ms()
 local h, p, m = key_keys(k)
+-- The queue's last fence: a job leased with one no higher ran as the limit
+-- changed (see give_back).
+local lf = redis.call('HGET', M, 'fence') or '0'
 if ARGV[2] == '' then
   redis.call('HDEL', m, 'limit')
+  redis.call('HSET', m, 'limit_fence', lf)
 else
-  redis.call('HSET', m, 'limit', ARGV[2])
+  redis.call('HSET', m, 'limit', ARGV[2], 'limit_fence', lf)
 end
 local mv = redis.call('HMGET', m, 'limit', 'def')
 local limit = tonumber(mv[1] or mv[2])
