@@ -289,9 +289,11 @@ type JobFetchParams struct {
 	// without a round trip: if the call leaves the queue with no job
 	// available (and the queue is not paused), then behind each keyed job
 	// it leases whose key has parked jobs, the key's next parked job is
-	// leased too, to the same caller, with After set. The caller must run
-	// a chained job on the worker of the job ahead, once that job's handler
-	// has returned, and not before.
+	// leased too, to the same caller, with After set, until a chain leaves
+	// a job available (with mixed defaults a chain may promote the key's
+	// next parked job: see KeyDriver), which ends them. The caller must
+	// run a chained job on the worker of the job ahead, once that job's
+	// handler has returned, and not before.
 	//
 	// A chained job is running (its attempt counted, a fencing token
 	// given: above that of the job ahead's lease, and so below that of

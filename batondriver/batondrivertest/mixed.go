@@ -181,15 +181,15 @@ func exerciseMixedDefaults(t *testing.T, newDriver func(t *testing.T) batondrive
 		require.Zero(t, f.takeWakes())
 	})
 
-	// Several chains in one call (a finish of two holders, each handing its
-	// slot to the job chained behind it, which gets the next one chained
-	// behind it in turn): the jobs promoted by an earlier chain of the
-	// call hold slots when the later chains ask whether their job fits.
-	// Here x is chained behind c1, and p, whose 4 admits it beside the two
-	// holders, promoted; then y, of default 2, is not chained behind c2:
-	// the three holders exceed its limit. Only the promoted job wakes a
-	// fetcher, and y and q wait in their order.
-	t.Run("MixedDefaultsBatchedFinishChainsCountEarlierPromotions", func(t *testing.T) {
+	// Several chains asked of one call (a finish of two holders, each
+	// handing its slot to the job chained behind it, which may get the
+	// next one chained behind it in turn): x is chained behind c1, and p,
+	// whose 4 admits it beside the two holders, promoted, holding a slot
+	// from then on; y, of default 2, is not chained behind c2 (the three
+	// holders exceed its limit; see also ChainPromotionEndsChains). Only
+	// the promoted job wakes a fetcher, and y and q wait in their order
+	// until the holders are few enough for y.
+	t.Run("MixedDefaultsBatchedFinishPromotedJobHoldsSlot", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")
 		js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2), keyJob(k, 2),
@@ -214,6 +214,52 @@ func exerciseMixedDefaults(t *testing.T, newDriver func(t *testing.T) batondrive
 		f.complete(f.get(c2.ID))
 		require.Equal(t, []string{y.ID, q.ID}, ids(f.list(available, 10, 0).Jobs))
 		f.requireKey(k, []string{x.ID, y.ID, q.ID}, 1, 0)
+	})
+
+	// A chain that promotes a job leaves it available, and a call that
+	// leaves a job available chains nothing (nobody is passed over): the
+	// call's later chains are not made. Here the finish of h1 and h2 hands
+	// their slots to c1 and c2; x is chained behind c1, which promotes p
+	// (its 4 admits it beside the two holders); y, of default 3, would fit
+	// behind c2 but stays parked, so that it cannot start before p, parked
+	// before it. p is next in line, one wake for it.
+	t.Run("MixedDefaultsChainPromotionEndsChainsByFinish", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2), keyJob(k, 2),
+			keyJob(k, 2), keyJob(k, 4), keyJob(k, 3), keyJob(k, 5)).Jobs
+		h1, h2, c1, c2, x, p, y, z := js[0], js[1], js[2], js[3], js[4], js[5], js[6], js[7]
+		got := f.fetchChain(2, time.Minute).Jobs
+		require.Equal(t, []string{h1.ID, h2.ID, c1.ID, c2.ID}, ids(got))
+		f.drainWakes()
+		res := f.finishChain(nil, outcome(got[0], batondriver.JobOutcomeCompleted, "", time.Time{}),
+			outcome(got[1], batondriver.JobOutcomeCompleted, "", time.Time{}))
+		require.Equal(t, []string{x.ID}, ids(res), "x chained behind c1, nothing behind c2")
+		f.requireChained(k, map[string]string{c1.ID: x.ID})
+		f.requireKey(k, []string{c1.ID, c2.ID, p.ID}, 2, 2)
+		f.requireState(parked, y.ID, z.ID)
+		require.Equal(t, 1, f.takeWakes(), "one wake, for p")
+		require.Equal(t, []string{p.ID}, ids(f.fetch(10).Jobs))
+	})
+
+	// The same across keys, by a fetch: the chain behind a, of key k,
+	// promotes p, which ends the fetch's chains: nothing is chained behind
+	// b, of key l, whose next job d waits. More, and one wake, for p.
+	t.Run("MixedDefaultsChainPromotionEndsChainsByFetch", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		k, l := key("k"), key("l")
+		js := f.insertRes(keyJob(k, 1), keyJob(l, 1), keyJob(k, 1), keyJob(k, 3), keyJob(l, 1)).Jobs
+		a, b, c, p, d := js[0], js[1], js[2], js[3], js[4]
+		f.requireState(parked, c.ID, p.ID, d.ID)
+		f.drainWakes()
+		res := f.fetchChain(2, time.Minute)
+		require.Equal(t, []string{a.ID, b.ID, c.ID}, ids(res.Jobs), "c chained behind a, nothing behind b")
+		require.True(t, res.More, "p is available")
+		f.requireChained(k, map[string]string{a.ID: c.ID})
+		f.requireChained(l, nil)
+		f.requireState(available, p.ID)
+		f.requireState(parked, d.ID)
+		require.Equal(t, 1, f.takeWakes(), "one wake, for p")
 	})
 
 	// A slot freed in a call stops its chains (a job is left available:

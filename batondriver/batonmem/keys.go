@@ -202,20 +202,25 @@ func (q *queueState) demote(k *jobKey, now time.Time) {
 }
 
 // chain leases behind each job of aheads, in order, the head parked job of
-// its key (batondriver.JobFetchParams.Chain), unless the queue is paused or
-// has a job available. Only a running keyed job that is not chained and
-// has no job chained behind it gets one. Each chained job is started (see
-// start) with the next fence, the LeaseUntil of the job ahead and After
-// set; it holds no slot, and leaves its key's parked jobs. A job left at
-// the head that fits beside the holders under its own default (a larger
-// one than the chained job's) is promoted then, as a freed slot would
-// promote it. It returns the chained jobs in order, and how many it
-// promoted.
+// its key (batondriver.JobFetchParams.Chain), unless the queue is paused,
+// and while it has no job available. Only a running keyed job that is not
+// chained and has no job chained behind it gets one. Each chained job is
+// started (see start) with the next fence, the LeaseUntil of the job ahead
+// and After set; it holds no slot, and leaves its key's parked jobs. A job
+// left at the head that fits beside the holders under its own default (a
+// larger one than the chained job's) is promoted then, as a freed slot
+// would promote it: available, it ends the chains, so that no job chained
+// later passes it over. It returns the chained jobs in order, and how many
+// it promoted.
 func (q *queueState) chain(aheads []*job, now time.Time) (out []*job, promoted int) {
-	if q.paused || q.states[batondriver.JobStateAvailable].Len() > 0 {
+	if q.paused {
 		return nil, 0
 	}
+	available := q.states[batondriver.JobStateAvailable]
 	for _, h := range aheads {
+		if available.Len() > 0 {
+			break
+		}
 		if h.row.Key == "" || h.row.State != batondriver.JobStateRunning || h.row.After != "" || h.next != nil {
 			continue
 		}

@@ -1060,9 +1060,11 @@ end
 -- writes their new lease_until and puts them in R. Then, if chain is set
 -- and no job is left available, a job is chained behind each of them and
 -- behind each keyed job leased here whose key has parked jobs
--- (chain_next); the chained jobs are appended to out after the leased ones.
+-- (chain_next), until a chain promotes a job, which is then left
+-- available; the chained jobs are appended to out after the leased ones.
 -- Returns how many jobs were taken; if that is max, how many are left
--- available (else 0); and how many of the batch were flushed to the lists.
+-- available (else 0); how many of the batch were flushed to the lists; and
+-- how many jobs the chains promoted.
 --
 -- rec, if not nil, is {key, nonce}: the jobs leased and chained here are
 -- recorded there (write_record) for the caller to take back should the
@@ -1151,15 +1153,20 @@ local function lease(out, max, ttl, leases, now, last, bands, batch, chain, hand
   local until_ = now + ttl
   local suntil = int(until_)
   -- Chain job c behind job ahead (lease l, until u), if chain and its key
-  -- has parked jobs; returns the extra fields for the job ahead.
+  -- has parked jobs; returns the extra fields for the job ahead. A chain
+  -- that promotes a job (mixed defaults: see chain_next) leaves it
+  -- available, which ends the chains, so that no job chained later passes
+  -- it over.
   local function behind(ahead, l, k, u)
     if not chain then return nil end
     fence = fence + 1
+    local before = #unparked
     local c, cv = chain_next(unparked, ahead, l, k, snow, int(u), fence)
     if not c then
       fence = fence - 1
       return nil
     end
+    if #unparked > before then chain = false end
     fenced = true
     running[#running + 1] = CHAINED
     running[#running + 1] = c
