@@ -343,9 +343,10 @@ func checkChains(t *testing.T, q *queueState) {
 }
 
 // TestKeysStayConsistent runs random keyed and unique transitions, with
-// leases and delays short enough to expire, limits changed on the way, and
-// chained leases asked for at random, and checks the keys, claims and
-// chains after each.
+// leases and delays short enough to expire, limits changed on the way,
+// chained leases asked for at random, jobs of one key with different
+// default limits (mixed defaults) and jobs given back, and checks the
+// keys, claims and chains after each.
 func TestKeysStayConsistent(t *testing.T) {
 	f := keysSetup(t)
 	d, ctx := f.d, t.Context()
@@ -382,6 +383,9 @@ func TestKeysStayConsistent(t *testing.T) {
 				if rng.IntN(5) > 0 {
 					j.Key = keys[rng.IntN(len(keys))]
 					j.Limit = limits[j.Key]
+					if rng.IntN(3) == 0 { // mixed defaults
+						j.Limit = 1 + rng.IntN(4)
+					}
 					j.OnBusy = policies[rng.IntN(len(policies))]
 					j.BusyDelay = time.Millisecond + ms(5)
 				}
@@ -412,10 +416,14 @@ func TestKeysStayConsistent(t *testing.T) {
 				i := rng.IntN(len(leased))
 				r := leased[i]
 				leased = append(leased[:i], leased[i+1:]...)
-				p.Finished = append(p.Finished, &batondriver.JobFinish{
+				fin := &batondriver.JobFinish{
 					JobLease: batondriver.JobLease{ID: r.ID, Lease: r.Lease}, Outcome: outcomes[rng.IntN(len(outcomes))],
 					RunAt: time.Now().Add(ms(6) - 3*time.Millisecond), Unchain: rng.IntN(4) == 0,
-				})
+				}
+				if rng.IntN(6) == 0 { // its client stops
+					fin.Outcome, fin.RunAt, fin.Unchain, fin.GiveBack = batondriver.JobOutcomeSnooze, time.Time{}, false, true
+				}
+				p.Finished = append(p.Finished, fin)
 			}
 			if rng.IntN(2) == 0 {
 				p.Fetch = &batondriver.JobFinishFetch{Max: 1 + rng.IntN(2), LeaseTTL: time.Millisecond + ms(5)}
