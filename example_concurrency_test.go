@@ -2,7 +2,9 @@ package baton_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -146,4 +148,136 @@ func ExampleUniqueOpts() {
 	fmt.Println(a.Status, b.Status, a.Job.ID == b.Job.ID)
 	// Output:
 	// inserted duplicate true
+}
+
+// OnBusyReschedule: a job whose key is busy when it is inserted is
+// scheduled BusyDelay later instead of waiting in line, its attempt not
+// counted, and tried again then (again rescheduled if the key is still
+// busy).
+func ExampleOnBusyReschedule() {
+	var calls atomic.Int32
+	release := make(chan struct{})
+	ran := make(chan *baton.Job[SyncArgs], 2)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[SyncArgs](func(ctx context.Context, job *baton.Job[SyncArgs]) error {
+		if calls.Add(1) == 1 {
+			<-release // the first job holds the key until released
+		}
+		ran <- job
+		return nil
+	}), &baton.WorkerOpts{Concurrency: &baton.ConcurrencyOpts{
+		OnBusy:    baton.OnBusyReschedule,
+		BusyDelay: func(baton.JobArgs) time.Duration { return 20 * time.Millisecond },
+	}})
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{Workers: workers, Logger: quiet})
+	ctx := context.Background()
+	_ = client.Start(ctx)
+
+	first, _ := client.Insert(ctx, SyncArgs{UserID: 1}, nil)
+	for row, _ := client.JobGet(ctx, "default", first.Job.ID); row.State != baton.JobStateRunning; row, _ = client.JobGet(ctx, "default", first.Job.ID) {
+		time.Sleep(time.Millisecond)
+	}
+	twin, _ := client.Insert(ctx, SyncArgs{UserID: 1}, nil)
+	fmt.Println("twin while the first runs:", twin.Job.State, "- attempts:", twin.Job.Attempt)
+	close(release)
+	fmt.Println("first ran:", (<-ran).ID == first.Job.ID)
+	job := <-ran
+	fmt.Println("then the twin ran:", job.ID == twin.Job.ID, "- attempt", job.Attempt)
+	_ = client.Stop(ctx)
+	// Output:
+	// twin while the first runs: scheduled - attempts: 0
+	// first ran: true
+	// then the twin ran: true - attempt 1
+}
+
+// JobAgainIn ends a run successfully and schedules the job's next run,
+// in the same atomic step that frees its key's slot: the job cannot be
+// lost between its runs, and its key is free meanwhile.
+func ExampleJobAgainIn() {
+	done := make(chan struct{})
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[SyncArgs](func(ctx context.Context, job *baton.Job[SyncArgs]) error {
+		fmt.Printf("run %d, attempt %d\n", job.Runs, job.Attempt)
+		if job.Runs == 0 {
+			return baton.JobAgainIn(time.Hour) // sync this user again in an hour
+		}
+		close(done)
+		return nil
+	}), &baton.WorkerOpts{Concurrency: &baton.ConcurrencyOpts{}}) // a key per user, limit 1
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{Workers: workers, Logger: quiet})
+	ctx := context.Background()
+	_ = client.Start(ctx)
+
+	res, _ := client.Insert(ctx, SyncArgs{UserID: 1}, nil)
+	row, _ := client.JobGet(ctx, "default", res.Job.ID)
+	for row.State != baton.JobStateScheduled {
+		time.Sleep(time.Millisecond)
+		row, _ = client.JobGet(ctx, "default", res.Job.ID)
+	}
+	_, err := client.KeyGet(ctx, "default", row.Key)
+	fmt.Println("between the runs:", row.State, "- key free:", errors.Is(err, baton.ErrKeyNotFound))
+
+	_, _ = client.JobRetry(ctx, "default", row.ID) // an operator runs it now rather than in an hour
+	<-done
+	_ = client.Stop(ctx)
+	// Output:
+	// run 0, attempt 1
+	// between the runs: scheduled - key free: true
+	// run 1, attempt 1
+}
+
+// fencedStore stands for a system jobs write to (a database row, a file,
+// a remote API): it refuses a write whose fencing token is lower than the
+// highest it has seen.
+type fencedStore struct {
+	mu      sync.Mutex
+	highest int64
+	value   string
+}
+
+var errStaleFence = errors.New("stale fence: refused")
+
+func (s *fencedStore) Write(fence int64, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fence < s.highest {
+		return errStaleFence
+	}
+	s.highest, s.value = fence, value
+	return nil
+}
+
+// Job.Fence is the fencing token of a keyed job's lease, strictly
+// increasing across the leases of its key. A lease cannot stop a holder
+// that stalled past it (a GC pause, a partition) from writing when it
+// wakes, while the next job of the key runs; passing the fence with every
+// write lets the store refuse the stale one.
+func ExampleJob_fence() {
+	store := &fencedStore{}
+	fences := make(chan int64, 2)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[WebhookArgs](func(ctx context.Context, job *baton.Job[WebhookArgs]) error {
+		fences <- job.Fence
+		return store.Write(job.Fence, job.Args.Event)
+	}), &baton.WorkerOpts{Concurrency: &baton.ConcurrencyOpts{
+		Key: baton.KeyOf(func(a WebhookArgs) string { return "customer:" + a.Customer }),
+	}})
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{Workers: workers, Logger: quiet})
+	ctx := context.Background()
+	_ = client.Start(ctx)
+	_, _ = client.InsertMany(ctx, []*baton.InsertManyParams{
+		{Args: WebhookArgs{Customer: "acme", Event: "created"}},
+		{Args: WebhookArgs{Customer: "acme", Event: "updated"}},
+	})
+	first, second := <-fences, <-fences
+	_ = client.Stop(ctx)
+	fmt.Println("fence increased:", second > first)
+
+	// The first job's holder wakes from a stall and writes what it had.
+	fmt.Println("late write:", store.Write(first, "created"))
+	fmt.Println("value:", store.value)
+	// Output:
+	// fence increased: true
+	// late write: stale fence: refused
+	// value: updated
 }
