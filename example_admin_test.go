@@ -1,0 +1,123 @@
+package baton_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver/batonmem"
+)
+
+// KeyList lists a queue's active concurrency keys (those with holders,
+// parked jobs or a stored limit), most parked first, from an index kept
+// by the transitions themselves: no scan. An idle key keeps no state and
+// is not listed.
+func ExampleClient_KeyList() {
+	client, _ := baton.NewClient(batonmem.New(), nil) // insert-only
+	ctx := context.Background()
+	byCustomer := &baton.InsertOpts{Queue: "webhooks", Concurrency: &baton.ConcurrencyOpts{
+		Key: baton.KeyOf(func(a WebhookArgs) string { return "customer:" + a.Customer }), Limit: 2,
+	}}
+	for _, customer := range []string{"acme", "acme", "acme", "acme", "globex"} {
+		_, _ = client.Insert(ctx, WebhookArgs{Customer: customer}, byCustomer)
+	}
+	_, _ = client.SetLimit(ctx, "webhooks", "customer:initech", 0) // halted, no job yet
+
+	keys, total, err := client.KeyList(ctx, "webhooks", nil)
+	if err != nil {
+		panic(err)
+	}
+	for _, k := range keys {
+		fmt.Printf("%s: limit %d (override %v), %d holding, %d parked\n", k.Key, k.Limit, k.Override, k.Holding, k.Parked)
+	}
+	fmt.Println("active keys:", total)
+	// Output:
+	// customer:acme: limit 2 (override false), 2 holding, 2 parked
+	// customer:globex: limit 2 (override false), 1 holding, 0 parked
+	// customer:initech: limit 0 (override true), 0 holding, 0 parked
+	// active keys: 3
+}
+
+// KeyGet reads one concurrency key with the jobs holding its slots. A key
+// with no holders, parked jobs or stored limit keeps no state: KeyGet
+// answers ErrKeyNotFound.
+func ExampleClient_KeyGet() {
+	client, _ := baton.NewClient(batonmem.New(), nil) // insert-only
+	ctx := context.Background()
+	byCustomer := &baton.InsertOpts{Concurrency: &baton.ConcurrencyOpts{
+		Key: baton.KeyOf(func(a WebhookArgs) string { return "customer:" + a.Customer }),
+	}}
+	first, _ := client.Insert(ctx, WebhookArgs{Customer: "acme", Event: "created"}, byCustomer)
+	_, _ = client.Insert(ctx, WebhookArgs{Customer: "acme", Event: "updated"}, byCustomer)
+
+	info, err := client.KeyGet(ctx, "default", "customer:acme")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("limit %d, %d holding, %d parked, waiting since the insert: %v\n",
+		info.Limit, info.Holding, info.Parked, !info.OldestParked.IsZero())
+	for _, h := range info.Holders {
+		fmt.Println("holder:", h.State, "- the first job:", h.ID == first.Job.ID)
+	}
+	_, err = client.KeyGet(ctx, "default", "customer:globex")
+	fmt.Println("an idle key:", errors.Is(err, baton.ErrKeyNotFound))
+	// Output:
+	// limit 1, 1 holding, 1 parked, waiting since the insert: true
+	// holder: available - the first job: true
+	// an idle key: true
+}
+
+// QueuePause stops every process from fetching a queue's jobs: inserts go
+// on and running jobs finish, but nothing starts until QueueResume.
+func ExampleClient_QueuePause() {
+	ran := make(chan struct{})
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[SyncArgs](func(ctx context.Context, job *baton.Job[SyncArgs]) error {
+		close(ran)
+		return nil
+	}), nil)
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{Workers: workers, Logger: quiet})
+	ctx := context.Background()
+	_ = client.Start(ctx)
+	defer func() { _ = client.Stop(ctx) }()
+
+	_ = client.QueuePause(ctx, "default")
+	res, _ := client.Insert(ctx, SyncArgs{UserID: 1}, nil)
+	time.Sleep(50 * time.Millisecond) // time enough to run, were the queue not paused
+	row, _ := client.JobGet(ctx, "default", res.Job.ID)
+	stats, _ := client.QueueStats(ctx, "default")
+	fmt.Println("paused:", stats.Paused, "- job:", row.State)
+
+	_ = client.QueueResume(ctx, "default")
+	<-ran
+	fmt.Println("resumed: the job ran")
+	// Output:
+	// paused: true - job: available
+	// resumed: the job ran
+}
+
+// JobDelete removes a job that is not running. A job holding a slot of
+// its concurrency key frees it, and the key's next parked job is promoted
+// in the same step.
+func ExampleClient_JobDelete() {
+	client, _ := baton.NewClient(batonmem.New(), nil) // insert-only
+	ctx := context.Background()
+	opts := &baton.InsertOpts{Concurrency: &baton.ConcurrencyOpts{}} // a key per user, limit 1
+	first, _ := client.Insert(ctx, SyncArgs{UserID: 1}, opts)
+	second, _ := client.Insert(ctx, SyncArgs{UserID: 1}, opts)
+	fmt.Println("before:", first.Job.State, second.Job.State)
+
+	if err := client.JobDelete(ctx, "default", first.Job.ID); err != nil {
+		panic(err)
+	}
+	_, err := client.JobGet(ctx, "default", first.Job.ID)
+	fmt.Println("deleted:", errors.Is(err, baton.ErrJobNotFound))
+	row, _ := client.JobGet(ctx, "default", second.Job.ID)
+	fmt.Println("the parked one:", row.State)
+	// Output:
+	// before: available parked
+	// deleted: true
+	// the parked one: available
+}
