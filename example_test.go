@@ -171,3 +171,73 @@ func ExampleClient_JobRetry() {
 	// retried: available <nil>
 	// ran again, attempt 1
 }
+
+// errPermanent marks failures that no retry can fix.
+var errPermanent = errors.New("permanent failure")
+
+// WorkerMiddleware wraps every attempt the client runs, the first listed
+// outermost: for logs, traces and metrics, or to change an outcome. Here
+// one logs each attempt, and the other cancels a job whose handler failed
+// for good instead of retrying it. A panic in a handler or a middleware is
+// the attempt's error.
+func ExampleWorkerMiddleware() {
+	logAttempt := func(ctx context.Context, job *baton.JobRow, next func(context.Context) error) error {
+		fmt.Printf("%s: attempt %d\n", job.Kind, job.Attempt)
+		return next(ctx)
+	}
+	cancelPermanent := func(ctx context.Context, job *baton.JobRow, next func(context.Context) error) error {
+		err := next(ctx)
+		if errors.Is(err, errPermanent) {
+			return baton.JobCancel(err)
+		}
+		return err
+	}
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[SyncArgs](func(ctx context.Context, job *baton.Job[SyncArgs]) error {
+		return fmt.Errorf("user %d deleted: %w", job.Args.UserID, errPermanent)
+	}), nil)
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{
+		Workers:          workers,
+		WorkerMiddleware: []baton.WorkerMiddleware{logAttempt, cancelPermanent},
+		Logger:           quiet,
+	})
+	ctx := context.Background()
+	_ = client.Start(ctx)
+	res, _ := client.Insert(ctx, SyncArgs{UserID: 9}, nil)
+	row, _ := client.JobGet(ctx, "default", res.Job.ID)
+	for row.State != baton.JobStateCancelled {
+		time.Sleep(time.Millisecond)
+		row, _ = client.JobGet(ctx, "default", res.Job.ID)
+	}
+	_ = client.Stop(ctx)
+	fmt.Println(row.State+":", row.Errors[0].Error)
+	// Output:
+	// sync_user: attempt 1
+	// cancelled: baton: job cancelled: user 9 deleted: permanent failure
+}
+
+// InsertMiddleware wraps every Insert and InsertMany call, the first
+// listed outermost: one call, whatever the number of jobs, with the jobs
+// before they are stored and their results after. Here it reports what
+// became of each job.
+func ExampleInsertMiddleware() {
+	report := func(ctx context.Context, jobs []*baton.InsertManyParams, next func(context.Context) ([]*baton.InsertResult, error)) ([]*baton.InsertResult, error) {
+		res, err := next(ctx)
+		for i, r := range res {
+			fmt.Printf("%s #%d: %s\n", jobs[i].Args.Kind(), i, r.Status)
+		}
+		return res, err
+	}
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{InsertMiddleware: []baton.InsertMiddleware{report}})
+	ctx := context.Background()
+	unique := &baton.InsertOpts{Unique: &baton.UniqueOpts{}}
+	_, err := client.InsertMany(ctx, []*baton.InsertManyParams{
+		{Args: SyncArgs{UserID: 1}, Opts: unique},
+		{Args: SyncArgs{UserID: 1}, Opts: unique}, // its twin
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// sync_user #0: inserted
+	// sync_user #1: duplicate
+	// err: <nil>
+}
