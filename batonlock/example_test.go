@@ -184,3 +184,28 @@ func ExampleLease_Fence() {
 	// stale fence 1 < 2
 	// value: fresh
 }
+
+// Acquire waits its turn, as long as its context allows: with a deadline,
+// a caller that finds the lock held gives up when the deadline passes,
+// with the context's error, and leaves the queue of waiters.
+func ExampleLocker_Acquire() {
+	locker, _ := batonlock.New(batonmem.New(), nil)
+	ctx := context.Background()
+	holder, _ := locker.TryAcquire(ctx, "report", nil) // held, say by another process
+
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	lease, err := locker.Acquire(waitCtx, "report", nil)
+	fmt.Println("gave up:", lease == nil, errors.Is(err, context.DeadlineExceeded))
+	info, _ := locker.Inspect(ctx, "report")
+	fmt.Printf("%d holding, %d waiting\n", len(info.Holders), info.WaiterCount)
+
+	_ = holder.Release(ctx)
+	lease, err = locker.Acquire(ctx, "report", nil) // free now: granted at once
+	fmt.Println("after the release:", err, lease.Fence() > holder.Fence())
+	_ = lease.Release(ctx)
+	// Output:
+	// gave up: true true
+	// 1 holding, 0 waiting
+	// after the release: <nil> true
+}
