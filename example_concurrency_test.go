@@ -61,7 +61,7 @@ func ExampleConcurrencyOpts() {
 
 // Seed S1: "drop me if my twin is running" — with limit 1 and OnBusyDrop,
 // a second job for the same user ends at once, recorded as dropped.
-func ExampleOnBusyDrop() {
+func ExampleConcurrencyOpts_drop() {
 	release := make(chan struct{})
 	workers := baton.NewWorkers()
 	baton.AddWorker(workers, baton.WorkFunc[SyncArgs](func(ctx context.Context, job *baton.Job[SyncArgs]) error {
@@ -154,7 +154,7 @@ func ExampleUniqueOpts() {
 // scheduled BusyDelay later instead of waiting in line, its attempt not
 // counted, and tried again then (again rescheduled if the key is still
 // busy).
-func ExampleOnBusyReschedule() {
+func ExampleConcurrencyOpts_reschedule() {
 	var calls atomic.Int32
 	release := make(chan struct{})
 	ran := make(chan *baton.Job[SyncArgs], 2)

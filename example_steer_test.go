@@ -38,7 +38,7 @@ func ExampleJobCancel() {
 
 // OnBusyFail refuses an insert whose key is busy: nothing is stored, and
 // the error wraps ErrKeyBusy.
-func ExampleOnBusyFail() {
+func ExampleConcurrencyOpts_fail() {
 	client, _ := baton.NewClient(batonmem.New(), nil) // insert-only
 	ctx := context.Background()
 	opts := &baton.InsertOpts{Concurrency: &baton.ConcurrencyOpts{OnBusy: baton.OnBusyFail}}
