@@ -49,7 +49,10 @@ const (
 	// recorded: "drop me if my twin is running".
 	OnBusyDrop = batondriver.OnBusyDrop
 	// OnBusyReschedule tries the job again after ConcurrencyOpts.BusyDelay,
-	// without counting an attempt.
+	// without counting an attempt; a job that finds the key busy again then
+	// is rescheduled again, by the same delay, for as long as the key stays
+	// busy (or halted): it never waits in line. Use OnBusyWait for a job
+	// that must run in its turn.
 	OnBusyReschedule = batondriver.OnBusyReschedule
 	// OnBusyFail makes the insert fail with ErrKeyBusy; nothing is stored.
 	// A delayed job that finds its key busy when due is dropped.
