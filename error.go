@@ -57,3 +57,39 @@ func JobAgainIn(d time.Duration) error { return &againError{d: d} }
 type againError struct{ d time.Duration }
 
 func (e *againError) Error() string { return fmt.Sprintf("baton: run again in %v", e.d) }
+
+// OutcomeOf is what a worker records for an attempt whose handler returned
+// err, and after how long the job runs again: JobOutcomeCompleted for nil;
+// JobOutcomeSnooze with d for JobSnooze(d), JobOutcomeAgain with d for
+// JobAgain (0) and JobAgainIn(d), JobOutcomeCancel for JobCancel — each
+// found with errors.As, so wrapped too, and in that order; a negative d
+// counts as 0. Any other error is JobOutcomeRetry with a delay of 0 here:
+// the worker waits its kind's Backoff, and the backend makes the job dead
+// instead once its attempts are used up. Tests use it (package batontest)
+// to tell what a handler asked for without running a client.
+//
+// It sees the error alone. A running client also gives a job back without
+// counting the attempt when its Stop cuts the handler short (ErrStopping),
+// records nothing when the lease was lost (ErrLeaseLost), and makes dead
+// at once a job whose args its kind cannot decode.
+func OutcomeOf(err error) (JobOutcome, time.Duration) {
+	var (
+		snooze *snoozeError
+		again  *againError
+		cancel *cancelError
+		decode *undecodableError
+	)
+	switch {
+	case err == nil:
+		return JobOutcomeCompleted, 0
+	case errors.As(err, &snooze):
+		return JobOutcomeSnooze, max(snooze.d, 0)
+	case errors.As(err, &again):
+		return JobOutcomeAgain, max(again.d, 0)
+	case errors.As(err, &cancel):
+		return JobOutcomeCancel, 0
+	case errors.As(err, &decode):
+		return JobOutcomeDead, 0
+	}
+	return JobOutcomeRetry, 0
+}

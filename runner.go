@@ -857,34 +857,29 @@ func (r *runner) outcome(e *execution, err error) *batondriver.JobFinish {
 	}
 	f := &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: row.ID, Lease: row.Lease}}
 	cause := context.Cause(e.ctx)
-	var (
-		snooze  *snoozeError
-		again   *againError
-		cancel  *cancelError
-		decode  *undecodableError
-		unknown *unknownKindError
-	)
-	switch {
-	case errors.Is(cause, ErrLeaseLost):
+	if errors.Is(cause, ErrLeaseLost) {
 		log().Warn("baton: job lease lost; its outcome is not recorded", "err", err)
 		return nil
-	case err == nil:
-		f.Outcome = batondriver.JobOutcomeCompleted
-	case errors.Is(cause, ErrStopping):
+	}
+	if err != nil && errors.Is(cause, ErrStopping) {
 		// A zero RunAt is "now" by the backend's clock: available at once,
 		// in its key's place still.
 		f.Outcome, f.GiveBack = batondriver.JobOutcomeSnooze, true
 		log().Info("baton: job returned to its queue at stop")
-	case errors.As(err, &snooze):
-		f.Outcome, f.Delay = batondriver.JobOutcomeSnooze, max(snooze.d, 0)
-	case errors.As(err, &again):
-		f.Outcome = batondriver.JobOutcomeAgain
-		f.Delay = max(again.d, 0)
-	case errors.As(err, &cancel):
-		f.Outcome, f.Error = batondriver.JobOutcomeCancel, err.Error()
+		return f
+	}
+	// The handler's return alone decides the rest, as OutcomeOf says.
+	outcome, delay := OutcomeOf(err)
+	f.Outcome = outcome
+	switch outcome {
+	case JobOutcomeCompleted:
+	case JobOutcomeSnooze, JobOutcomeAgain:
+		f.Delay = delay
+	case JobOutcomeCancel:
+		f.Error = err.Error()
 		log().Info("baton: job cancelled by its handler", "err", err)
-	case errors.As(err, &decode):
-		f.Outcome, f.Error = batondriver.JobOutcomeDead, err.Error()
+	case JobOutcomeDead:
+		f.Error = err.Error()
 		log().Error("baton: job cannot run; moved to the dead set", "err", err)
 	default:
 		// An unknown kind too: another process sharing the queue, or this
@@ -895,7 +890,8 @@ func (r *runner) outcome(e *execution, err error) *batondriver.JobFinish {
 		if kw := r.cfg.Workers.kinds[row.Kind]; kw != nil && kw.opts.Backoff != nil {
 			backoff = kw.opts.Backoff
 		}
-		f.Outcome, f.Error, f.Delay = batondriver.JobOutcomeRetry, err.Error(), max(backoff(row.Attempt), 0)
+		f.Error, f.Delay = err.Error(), max(backoff(row.Attempt), 0)
+		var unknown *unknownKindError
 		if errors.As(err, &unknown) {
 			log().Warn("baton: no worker for the job's kind in this process; retried later", "err", err, "max_attempts", row.MaxAttempts)
 		} else {
