@@ -1,0 +1,127 @@
+package batontest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver/batonmem"
+	"github.com/batonhq/baton/batontest"
+)
+
+// WelcomeArgs are the arguments of a job that mails a new user.
+type WelcomeArgs struct {
+	Email string `json:"email"`
+}
+
+func (WelcomeArgs) Kind() string { return "welcome_email" }
+
+// SyncArgs are the arguments of a job that syncs one user.
+type SyncArgs struct {
+	UserID int `json:"user_id"`
+}
+
+func (SyncArgs) Kind() string { return "sync_user" }
+
+// signUp is the code under test: it queues a welcome email and, an hour
+// later, a first sync.
+func signUp(ctx context.Context, client *baton.Client, userID int, email string) error {
+	_, err := client.InsertMany(ctx, []*baton.InsertManyParams{
+		{Args: WelcomeArgs{Email: email}, Opts: &baton.InsertOpts{Queue: "mail"}},
+		{Args: SyncArgs{UserID: userID}, Opts: &baton.InsertOpts{Delay: time.Hour}},
+	})
+	return err
+}
+
+// exampleT stands for the *testing.T a test passes: an Example has none.
+// Its Fatalf prints the failure.
+func exampleT() testing.TB { return printTB{} }
+
+type printTB struct{ testing.TB }
+
+func (printTB) Helper()                           {}
+func (printTB) Fatalf(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+
+// A test asserts what the code under test inserted, whatever backend the
+// client runs on.
+func ExampleRequireInserted() {
+	t := exampleT() // in a test: the test's t
+	ctx := context.Background()
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err := signUp(ctx, client, 42, "ada@example.com"); err != nil {
+		panic(err)
+	}
+
+	welcome := batontest.RequireInserted[WelcomeArgs](ctx, t, client, &batontest.RequireInsertedOpts{Queue: "mail"})
+	fmt.Println("welcome email to", welcome.Args.Email, "is", welcome.State)
+
+	sync := batontest.RequireInserted[SyncArgs](ctx, t, client, &batontest.RequireInsertedOpts{
+		States: []baton.JobState{baton.JobStateScheduled},
+		Match:  batontest.MatchArgs(func(a SyncArgs) bool { return a.UserID == 42 }),
+	})
+	fmt.Println("sync of user", sync.Args.UserID, "is", sync.State, "in queue", sync.Queue)
+
+	// And in the order they were inserted:
+	rows := batontest.RequireManyInserted(ctx, t, client, []batontest.ExpectedJob{
+		{Args: WelcomeArgs{}},
+		{Args: SyncArgs{}},
+	})
+	fmt.Println(len(rows), "jobs, first", rows[0].Kind)
+
+	// Output:
+	// welcome email to ada@example.com is available
+	// sync of user 42 is scheduled in queue default
+	// 2 jobs, first welcome_email
+}
+
+// WebhookArgs are the arguments of a job that calls a customer's webhook.
+type WebhookArgs struct {
+	Customer string `json:"customer"`
+}
+
+func (WebhookArgs) Kind() string { return "webhook" }
+
+// errDown stands for the customer's endpoint being down.
+var errDown = errors.New("503 from the endpoint")
+
+// Work runs a handler in the test, on a job a worker would see, and says
+// what a worker would make of its return.
+func ExampleWork() {
+	t := exampleT() // in a test: the test's t
+	ctx := context.Background()
+	deliver := baton.WorkFunc[WebhookArgs](func(ctx context.Context, job *baton.Job[WebhookArgs]) error {
+		if job.Args.Customer == "paused" {
+			return baton.JobSnooze(time.Minute)
+		}
+		if job.Attempt == job.MaxAttempts {
+			return baton.JobCancel(errDown) // give up with the reason
+		}
+		return errDown // retried with backoff
+	})
+	opts := &batontest.WorkOpts{Worker: &baton.WorkerOpts{
+		MaxAttempts: 3,
+		Concurrency: &baton.ConcurrencyOpts{
+			Key:   baton.KeyOf(func(a WebhookArgs) string { return "customer:" + a.Customer }),
+			Limit: 10,
+		},
+	}}
+
+	res := batontest.Work(ctx, t, deliver, WebhookArgs{Customer: "acme"}, opts)
+	fmt.Printf("attempt %d: %s (%v); key %s, fenced: %v\n", res.Job.Attempt, res.Outcome, res.Err, res.Job.Key, res.Job.Fence > 0)
+
+	opts.Attempt = 3
+	res = batontest.Work(ctx, t, deliver, WebhookArgs{Customer: "acme"}, opts)
+	fmt.Printf("attempt %d: %s after %d failed attempts\n", res.Job.Attempt, res.Outcome, len(res.Job.Errors))
+
+	res = batontest.Work(ctx, t, deliver, WebhookArgs{Customer: "paused"}, nil)
+	fmt.Printf("paused customer: %s for %v\n", res.Outcome, res.Delay)
+
+	// Output:
+	// attempt 1: retry (503 from the endpoint); key customer:acme, fenced: true
+	// attempt 3: cancel after 2 failed attempts
+	// paused customer: snooze for 1m0s
+}
