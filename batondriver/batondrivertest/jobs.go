@@ -618,6 +618,25 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		requireNear(t, first, res.NextRunAt, storeSlack)
 	})
 
+	t.Run("DueJobsAdmittedInRunAtOrderAndNoOthers", func(t *testing.T) {
+		// A fetch makes the due scheduled jobs available earliest run_at
+		// first, whatever order they were inserted in, and leaves the jobs
+		// not yet due scheduled. The delays count on the backend's clock,
+		// so all three are due once the test has waited the longest.
+		f := newJobFixture(t, newDriver)
+		delayed := func(d time.Duration) *batondriver.JobInsert {
+			return withJob(func(j *batondriver.JobInsert) { j.Delay = d })
+		}
+		rows := f.insert(delayed(300*time.Millisecond), delayed(100*time.Millisecond), delayed(200*time.Millisecond),
+			delayed(time.Hour))
+		time.Sleep(400 * time.Millisecond)
+		res := f.fetch(10)
+		require.Equal(t, []string{rows[1].ID, rows[2].ID, rows[0].ID}, ids(res.Jobs), "leased in run_at order")
+		f.requireState(scheduled, rows[3].ID)
+		requireNear(t, rows[3].RunAt, res.NextRunAt, storeSlack)
+		f.counts(1, 0, 3, 0, 0, 0)
+	})
+
 	t.Run("ExpiredLeaseRecovered", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		r := f.insertOne(newJob())
