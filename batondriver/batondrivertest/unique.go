@@ -388,6 +388,81 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.insertAs(batondriver.JobInserted, uniqueJob(u, untilDone, existing))
 	})
 
+	t.Run("DroppedInsertClaimsNothing", func(t *testing.T) {
+		// A job its busy key drops at its insert ends there, unique while
+		// queued or until done: it holds no claim, so a period insert of its
+		// key, less than the period after it, conflicts with nothing.
+		f := newJobFixture(t, newDriver)
+		k := key("k")
+		f.hold(k, 1, 10*time.Second)
+		for _, scope := range []batondriver.UniqueScope{queued, untilDone} {
+			u := u + string(scope)
+			f.insertIn(dropped, keyJob(k, 1, onBusy(batondriver.OnBusyDrop), uniq(u, scope, reject)))
+			f.insertAs(batondriver.JobInserted, uniqueJob(u, inPeriod, reject))
+		}
+	})
+
+	t.Run("RunningScopeClaimsNothingWhileQueued", func(t *testing.T) {
+		// A job unique while running claims its key only when it starts:
+		// while it is queued, a twin of another scope takes the key.
+		f := newJobFixture(t, newDriver)
+		f.insertIn(available, uniqueJob(u, inRunning, reject))
+		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
+		require.Equal(t, "duplicate of "+b.ID, reason, "the queued twin holds the key")
+	})
+
+	t.Run("RunningClaimEndsWhenQueuedAgainByAgain", func(t *testing.T) {
+		// A job unique while running that asks to run again is queued: its
+		// claim ends there, and a twin of another scope takes the key.
+		f := newJobFixture(t, newDriver)
+		a := f.runTwin(uniqueJob(u, inRunning, reject))
+		require.Empty(t, f.finish(0, outcome(a, batondriver.JobOutcomeAgain, "", time.Time{})))
+		f.requireState(available, a.ID)
+		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
+		require.Equal(t, "duplicate of "+b.ID, reason, "the queued twin holds the key")
+	})
+
+	for _, o := range []batondriver.JobOutcome{batondriver.JobOutcomeRetry, batondriver.JobOutcomeSnooze, batondriver.JobOutcomeDead} {
+		t.Run("LapsedPeriodNotTakenBackWhenQueuedAgain_"+string(o), func(t *testing.T) {
+			// A period claim lasts its period from the insert: a job queued
+			// again after it lapsed (retried, snoozed, or retried by an
+			// admin once dead) claims nothing, so a twin of another scope
+			// takes the key.
+			f := newJobFixture(t, newDriver)
+			const period = 50 * time.Millisecond
+			r := f.runTwin(uniqueJob(u, inPeriod, reject, func(j *batondriver.JobInsert) { j.Unique.Period = period }))
+			time.Sleep(2 * period)
+			f.done(r, o, time.Now().Add(time.Hour))
+			want := scheduled
+			if o == batondriver.JobOutcomeDead {
+				_, err := f.retry(r.ID)
+				require.NoError(t, err)
+				want = available
+			}
+			f.requireState(want, r.ID)
+			b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
+			_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
+			require.Equal(t, "duplicate of "+b.ID, reason, "the queued twin holds the key")
+		})
+	}
+
+	t.Run("LapseOfReplacedPeriodClaimLeavesTheNewClaim", func(t *testing.T) {
+		// A period claim replaced before it lapsed (here by a job unique
+		// while running that started) is gone: its lapse, swept by a
+		// fetch, takes nothing from the claim that replaced it.
+		f := newJobFixture(t, newDriver)
+		const period = 50 * time.Millisecond
+		f.insertIn(scheduled, uniqueJob(u, inPeriod, reject, runAtTime(time.Now().Add(time.Hour)),
+			func(j *batondriver.JobInsert) { j.Unique.Period = period }))
+		b := f.runTwin(uniqueJob(u, inRunning, reject))
+		time.Sleep(2 * period)
+		require.Empty(t, f.fetch(1).Jobs)
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, inRunning, reject))
+		require.Equal(t, "duplicate of "+b.ID, reason, "the running job holds the key")
+	})
+
 	t.Run("DeleteReleasesClaim", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		for _, scope := range []batondriver.UniqueScope{queued, untilDone} {
