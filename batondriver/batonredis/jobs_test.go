@@ -923,6 +923,87 @@ func TestFetchSweepsLapsedPeriodClaim(t *testing.T) {
 	require.Equal(t, []int64{0, 0}, []int64{exists(qk[keyUnique]), exists(qk[keyUniquePeriods])}, "the lapsed claim is swept")
 }
 
+// One fetch does a bounded share of the queue's upkeep, so that its time on
+// the server stays bounded however much piled up (docs/redis-keys.md): it
+// admits at most 100 due jobs, takes back at most 100 expired leases and
+// deletes at most 100 completed jobs past their retention. The next fetch
+// goes on with the rest.
+func TestFetchUpkeepIsBounded(t *testing.T) {
+	t.Parallel()
+	const batch, n = 100, 150 // BATCH in lua/joblib.lua
+	pile := func(t *testing.T, set func(j *batondriver.JobInsert)) (*Driver, string) {
+		t.Helper()
+		_, d, q := jobSetup(t)
+		jobs := make([]*batondriver.JobInsert, n)
+		for i := range jobs {
+			jobs[i] = newJob("k", i%10)
+			if set != nil {
+				set(jobs[i])
+			}
+		}
+		insertJobs(t, d, q, jobs...)
+		return d, q
+	}
+	counts := func(t *testing.T, d *Driver, q string) map[batondriver.JobState]int {
+		t.Helper()
+		stats, err := d.QueueStats(jobCtx(t), &batondriver.QueueParams{Queue: q})
+		require.NoError(t, err)
+		return stats.Counts
+	}
+	upkeep := func(t *testing.T, d *Driver, q string) *batondriver.JobFetchResult {
+		t.Helper()
+		return fetchJobs(t, d, q, 0, time.Minute)
+	}
+	// lapse waits out a time counted on the server's clock from before
+	// the test's last call returned.
+	lapse := func(d time.Duration) { time.Sleep(d + 50*time.Millisecond) }
+
+	t.Run("Due", func(t *testing.T) {
+		t.Parallel()
+		const delay = 50 * time.Millisecond
+		d, q := pile(t, func(j *batondriver.JobInsert) { j.Delay = delay })
+		lapse(delay)
+		upkeep(t, d, q)
+		c := counts(t, d, q)
+		require.Equal(t, []int{batch, n - batch}, []int{c[batondriver.JobStateAvailable], c[batondriver.JobStateScheduled]},
+			"available and scheduled after one fetch")
+		upkeep(t, d, q)
+		require.Equal(t, n, counts(t, d, q)[batondriver.JobStateAvailable], "available after two")
+	})
+
+	t.Run("Expired", func(t *testing.T) {
+		t.Parallel()
+		const ttl = 50 * time.Millisecond
+		d, q := pile(t, nil)
+		require.Len(t, fetchJobs(t, d, q, n, ttl).Jobs, n)
+		lapse(ttl)
+		require.Equal(t, batch, upkeep(t, d, q).Recovered, "taken back by one fetch")
+		require.Equal(t, n-batch, counts(t, d, q)[batondriver.JobStateRunning], "still running")
+		require.Equal(t, n-batch, upkeep(t, d, q).Recovered, "taken back by the next")
+		require.Equal(t, n, counts(t, d, q)[batondriver.JobStateAvailable])
+	})
+
+	t.Run("Completed", func(t *testing.T) {
+		t.Parallel()
+		const retention = 50 * time.Millisecond
+		d, q := pile(t, nil)
+		res := fetchJobs(t, d, q, n, time.Minute)
+		require.Len(t, res.Jobs, n)
+		fin := make([]*batondriver.JobFinish, n)
+		for i, j := range res.Jobs {
+			fin[i] = &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: j.ID, Lease: j.Lease}, Outcome: batondriver.JobOutcomeCompleted}
+		}
+		out, err := d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q, Retention: retention, Finished: fin})
+		require.NoError(t, err)
+		require.Empty(t, out.Stale)
+		lapse(retention)
+		upkeep(t, d, q)
+		require.Equal(t, n-batch, counts(t, d, q)[batondriver.JobStateCompleted], "left by one fetch")
+		upkeep(t, d, q)
+		require.Zero(t, counts(t, d, q)[batondriver.JobStateCompleted], "left by two")
+	})
+}
+
 // The queue keys are built once per queue name, and the cache of them
 // stays bounded however many names a process uses.
 func TestKeyCacheBounded(t *testing.T) {
