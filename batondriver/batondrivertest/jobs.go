@@ -1373,6 +1373,20 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		require.Len(t, res.Jobs, 1)
 	})
 
+	t.Run("PausedFetchAdmitsDueJobs", func(t *testing.T) {
+		// A fetch of a paused queue leases nothing but does its upkeep: the
+		// due job it admits is available, and leased after the resume.
+		f := newJobFixture(t, newDriver)
+		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.Delay = 50 * time.Millisecond }))
+		f.pause(false)
+		time.Sleep(100 * time.Millisecond)
+		require.Empty(t, f.fetch(10).Jobs)
+		f.requireState(available, r.ID)
+		f.counts(0, 1, 0, 0, 0, 0)
+		f.pause(true)
+		require.Equal(t, r.ID, f.fetchOne(10*time.Second).ID)
+	})
+
 	t.Run("ResumeWakesOnePerAvailableJob", func(t *testing.T) {
 		// Jobs inserted into a paused queue woke fetchers that found
 		// nothing to lease; a resume wakes one per available job.
