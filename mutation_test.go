@@ -1,8 +1,8 @@
 package baton_test
 
-// Tests written to kill mutants of the runner, the inserter and the
-// schedules that the other tests let survive: each pins down one
-// behaviour that nothing else checked.
+// Tests written to kill mutants of the runner, the inserter, the schedules
+// and the backends' unique claims that the other tests let survive: each
+// pins down one behaviour that nothing else checked.
 
 import (
 	"context"
@@ -835,4 +835,67 @@ func TestNoJobStartsBehindALeaseLostWhileWaiting(t *testing.T) {
 	require.False(t, d.cutOff.Load(), "the held reply came after its deadline")
 	require.True(t, d.chainedBehind.Load(), "the finish of the job ahead chained no job behind the chained one")
 	require.Zero(t, third.Load(), "a job started behind a lease reported lost")
+}
+
+// A unique job whose last attempt fails goes dead and frees its unique key
+// there: a twin inserted after it conflicts with nothing, not even one
+// unique for a period, which would count a claim the dead job kept.
+func TestRetriedToDeathReleasesUniqueClaim(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error {
+			return errors.New("always")
+		}), &baton.Config{Backoff: func(int) time.Duration { return time.Millisecond }})
+		start(t, c)
+		res, err := c.Insert(t.Context(), emailArgs{To: "a"}, &baton.InsertOpts{MaxAttempts: 2, Unique: &baton.UniqueOpts{}})
+		require.NoError(t, err)
+		waitState(t, c, "default", res.Job.ID, baton.JobStateDead)
+		twin, err := c.Insert(t.Context(), emailArgs{To: "a"}, &baton.InsertOpts{Unique: &baton.UniqueOpts{
+			Scope: baton.UniquePeriod, Period: time.Hour, OnConflict: baton.UniqueReject}})
+		require.NoError(t, err)
+		require.Equal(t, baton.JobInserted, twin.Status)
+	})
+}
+
+// Deleting a queued unique job through the admin API frees its unique key:
+// a job unique while queued that is queued again afterwards (here by a
+// snooze) takes the key back, as it does when no twin holds it, and a
+// twin inserted then resolves to it.
+func TestDeleteReleasesUniqueClaim(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		running, release := make(chan string, 1), make(chan struct{})
+		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			running <- job.ID
+			select {
+			case <-release:
+				return baton.JobSnooze(time.Hour)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}), nil)
+		unique := &baton.InsertOpts{Unique: &baton.UniqueOpts{Scope: baton.UniqueQueued,
+			Key: func(baton.JobArgs) string { return "k" }}}
+		r, err := c.Insert(t.Context(), emailArgs{To: "r"}, unique)
+		require.NoError(t, err)
+		start(t, c)
+		select {
+		case id := <-running:
+			require.Equal(t, r.Job.ID, id)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the job did not start")
+		}
+		// r runs, so holds no claim while queued: a scheduled twin takes
+		// the key, and is deleted.
+		later := *unique
+		later.Delay = time.Hour
+		d, err := c.Insert(t.Context(), emailArgs{To: "d"}, &later)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobInserted, d.Status)
+		require.NoError(t, c.JobDelete(t.Context(), "default", d.Job.ID))
+		close(release)
+		waitState(t, c, "default", r.Job.ID, baton.JobStateScheduled)
+		twin, err := c.Insert(t.Context(), emailArgs{To: "e"}, unique)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobDuplicate, twin.Status)
+		require.Equal(t, r.Job.ID, twin.Job.ID, "the snoozed job took the key back")
+	})
 }
