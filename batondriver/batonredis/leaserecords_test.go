@@ -393,3 +393,38 @@ func TestLostChainTakenBackIntoFreedSlot(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{2, 0}, []int{info.Holding, info.Parked})
 }
+
+// A lost call whose settling call failed in turn is settled again by a
+// later call, its record read again. Its job, given back the first time,
+// may have been leased since, by another process: that lease is not the
+// one recorded, and the job runs on under it, its attempt counted once.
+func TestSettledAgainLeavesAJobLeasedSince(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	rows := insertJobs(t, check, q, newJob("k", 1))
+
+	px.LoseReplyTo("_job_fetch")
+	_, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+	require.Error(t, err, "the reply was lost")
+	// An empty finish settles it, the job given back, and its own reply
+	// is lost: the fetch stays lost.
+	px.LoseReplyTo("_job_finish")
+	_, err = d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q})
+	require.Error(t, err, "the reply was lost")
+	state, attempt := jobState(t, check, q, rows[0].ID)
+	require.Equal(t, []any{batondriver.JobStateAvailable, 0}, []any{state, attempt}, "given back")
+	require.Equal(t, 1, d.leases.lostCalls(q))
+
+	since := fetchJobs(t, check, q, 1, time.Minute).Jobs
+	require.Equal(t, ids(rows), ids(since), "leased by another process")
+	_, err = d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Zero(t, d.leases.lostCalls(q), "settled")
+	state, attempt = jobState(t, check, q, rows[0].ID)
+	require.Equal(t, []any{batondriver.JobStateRunning, 1}, []any{state, attempt}, "the lease since taken back")
+	res, err := check.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q, Retention: time.Hour,
+		Finished: []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: since[0].ID, Lease: since[0].Lease},
+			Outcome: batondriver.JobOutcomeCompleted}}})
+	require.NoError(t, err)
+	require.Empty(t, res.Stale, "the lease since was lost")
+}
