@@ -828,6 +828,25 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		require.Empty(t, f.fetch(10).Jobs)
 	})
 
+	t.Run("QueuedAgainNowRunsAtNow", func(t *testing.T) {
+		// A job that an outcome queues again with a run_at not after now
+		// (retried, snoozed or run again) is admitted with run_at now, as
+		// an insert is: not its earlier run_at.
+		f := newJobFixture(t, newDriver)
+		for _, o := range []batondriver.JobOutcome{batondriver.JobOutcomeRetry, batondriver.JobOutcomeSnooze, batondriver.JobOutcomeAgain} {
+			r := f.insertOne(newJob())
+			time.Sleep(10 * time.Millisecond) // the attempt starts after run_at
+			got := f.fetchOne(10 * time.Second)
+			require.Equal(t, r.ID, got.ID)
+			require.True(t, got.AttemptedAt.After(r.RunAt), "%s: attempted %v, run_at %v", o, got.AttemptedAt, r.RunAt)
+			f.done(got, o, time.Time{})
+			g := f.get(r.ID)
+			require.Equal(t, available, g.State, "%s", o)
+			require.False(t, g.RunAt.Before(got.AttemptedAt), "%s: run_at %v, before the attempt at %v", o, g.RunAt, got.AttemptedAt)
+			f.complete(f.fetchOne(10 * time.Second))
+		}
+	})
+
 	t.Run("RetryWithoutAttemptsIsDead", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		f.insertOne(withJob(func(j *batondriver.JobInsert) { j.MaxAttempts = 1 }))
