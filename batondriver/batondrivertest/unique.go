@@ -424,6 +424,28 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Equal(t, "duplicate of "+b.ID, reason, "the queued twin holds the key")
 	})
 
+	t.Run("GiveBackClaimsAsQueued", func(t *testing.T) {
+		// A job given back (JobFinish.GiveBack) is queued as if never
+		// leased: unique while running, its claim ends, and a twin of
+		// another scope takes the key; unique while queued, it takes its
+		// claim back.
+		f := newJobFixture(t, newDriver)
+		a := f.runTwin(uniqueJob(u, inRunning, reject))
+		require.Empty(t, f.finish(0, giveBack(a)))
+		f.requireState(available, a.ID)
+		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
+		require.Equal(t, "duplicate of "+b.ID, reason, "the queued twin holds the key")
+		f.complete(f.fetchOne(10 * time.Second))
+		f.complete(f.fetchOne(10 * time.Second))
+
+		c := f.runTwin(uniqueJob("c", queued, reject))
+		require.Empty(t, f.finish(0, giveBack(c)))
+		f.requireState(available, c.ID)
+		_, reason = f.insertAs(batondriver.JobRejected, uniqueJob("c", queued, reject))
+		require.Equal(t, "duplicate of "+c.ID, reason, "the job given back holds the key")
+	})
+
 	for _, o := range []batondriver.JobOutcome{batondriver.JobOutcomeRetry, batondriver.JobOutcomeSnooze, batondriver.JobOutcomeDead} {
 		t.Run("LapsedPeriodNotTakenBackWhenQueuedAgain_"+string(o), func(t *testing.T) {
 			// A period claim lasts its period from the insert: a job queued
