@@ -428,3 +428,49 @@ func TestSettledAgainLeavesAJobLeasedSince(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, res.Stale, "the lease since was lost")
 }
+
+// A call that settles a lost call and leases writes its own record under
+// its own key, leaving the lost call's record where it was. If its reply
+// is lost too, a later call settles both: what the first call leased it
+// found taken back already, and what the second leased it takes back from
+// the second's record, as never leased. The second call is a fetch or a
+// finish that fetches.
+func TestSettleLeavesAnEarlierCallsRecord(t *testing.T) {
+	t.Parallel()
+	for _, second := range []string{"_job_fetch", "_job_finish"} {
+		t.Run(second, func(t *testing.T) {
+			t.Parallel()
+			px, d, check, q := lostReplySetup(t)
+			var done *batondriver.JobRow // the job whose outcome the finish records
+			if second == "_job_finish" {
+				insertJobs(t, check, q, newJob("k", 1))
+				done = fetchJobs(t, d, q, 1, time.Minute).Jobs[0]
+			}
+			rows := insertJobs(t, check, q, newJob("k", 1))
+
+			px.LoseReplyTo("_job_fetch")
+			_, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+			require.Error(t, err, "the reply was lost")
+			// The second call gives the job back and leases it again.
+			px.LoseReplyTo(second)
+			if done == nil {
+				_, err = d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+			} else {
+				_, err = d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q, Retention: time.Hour,
+					Fetch: &batondriver.JobFinishFetch{Max: 1, LeaseTTL: time.Minute},
+					Finished: []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: done.ID, Lease: done.Lease},
+						Outcome: batondriver.JobOutcomeCompleted}}})
+			}
+			require.Error(t, err, "the reply was lost")
+			state, attempt := jobState(t, check, q, rows[0].ID)
+			require.Equal(t, []any{batondriver.JobStateRunning, 1}, []any{state, attempt}, "leased again by the second call")
+			require.Equal(t, 2, d.leases.lostCalls(q))
+
+			_, err = d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, LeaseTTL: time.Minute})
+			require.NoError(t, err)
+			state, attempt = jobState(t, check, q, rows[0].ID)
+			require.Equal(t, []any{batondriver.JobStateAvailable, 0}, []any{state, attempt}, "given back, as never leased")
+			require.Zero(t, d.leases.lostCalls(q), "both settled")
+		})
+	}
+}
