@@ -855,8 +855,9 @@ func TestKeySetLimitPromotesThousands(t *testing.T) {
 // unique claim in the same step, as every ending does
 // (docs/redis-keys.md): the claim must not stay in the unique hash, which
 // nothing else would clean. (Through the driver a claim of a dead job is
-// invisible, a twin inserted then conflicting with nothing: only the hash
-// shows it.)
+// hard to see: a twin of its own scope conflicts with nothing, as the twin
+// is not queued or running; only a period insert, or a job unique while
+// queued that would take the key back, shows it. The hash shows it always.)
 func TestExpiredLastAttemptReleasesUniqueClaim(t *testing.T) {
 	t.Parallel()
 	client, d, q := jobSetup(t)
