@@ -474,3 +474,44 @@ func TestSettleLeavesAnEarlierCallsRecord(t *testing.T) {
 		})
 	}
 }
+
+// A call cut off before the server read it wrote no record, but its key,
+// reused, may hold the record of the call that had it before and whose
+// reply arrived. The settle tells that record by its nonce and leaves its
+// jobs alone: they run under leases their worker holds.
+func TestLostCallLeavesTheRecordBeforeIt(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	rows := insertJobs(t, check, q, newJob("k", 1))
+	held := fetchJobs(t, d, q, 1, time.Minute).Jobs // its record stays under the key, now free
+	require.Equal(t, ids(rows), ids(held))
+
+	px.Partition()
+	failed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		_, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
+		failed <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the fetch is held in the proxy
+	px.Cut()                           // and lost with its connection
+	px.Heal()
+	select {
+	case err := <-failed:
+		require.Error(t, err)
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "the fetch did not fail when its connection was cut")
+	}
+	require.Equal(t, 1, d.leases.lostCalls(q))
+
+	_, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	state, attempt := jobState(t, check, q, rows[0].ID)
+	require.Equal(t, []any{batondriver.JobStateRunning, 1}, []any{state, attempt}, "the job of the call before was taken back")
+	res, err := d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q, Retention: time.Hour,
+		Finished: []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: held[0].ID, Lease: held[0].Lease},
+			Outcome: batondriver.JobOutcomeCompleted}}})
+	require.NoError(t, err)
+	require.Empty(t, res.Stale, "its lease was lost")
+}
