@@ -340,3 +340,26 @@ func TestLegacyAvailableWokenOnResume(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n, "wake tokens left by the resume")
 }
+
+// A period claim stored by a version before claims said when they were
+// made reads "expiry:id": not knowing when it was made, a period insert
+// conflicts with it while it lasts, however short the insert's own period.
+func TestLegacyPeriodClaimConflictsWhileItLasts(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	j := newJob("throttled", 1)
+	j.Unique = &batondriver.JobUnique{Key: "u", Scope: batondriver.UniquePeriod, Period: time.Hour}
+	a := insertJobs(t, d, q, j)[0]
+	legacy := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10) + ":" + a.ID
+	require.NoError(t, client.Do(jobCtx(t), client.B().Hset().Key(d.queueKeys(q).keys[keyUnique]).
+		FieldValue().FieldValue("u", legacy).Build()).Error())
+	const short = 10 * time.Millisecond
+	time.Sleep(2 * short) // a was inserted longer than short ago
+	twin := newJob("throttled", 1)
+	twin.Unique = &batondriver.JobUnique{Key: "u", Scope: batondriver.UniquePeriod, Period: short,
+		OnConflict: batondriver.UniqueReject}
+	res, err := d.JobInsert(jobCtx(t), &batondriver.JobInsertParams{Queue: q, Jobs: []*batondriver.JobInsert{twin}})
+	require.NoError(t, err)
+	require.Equal(t, batondriver.JobRejected, res.Status[0])
+	require.Equal(t, "duplicate of "+a.ID, res.Reason[0])
+}
