@@ -413,6 +413,15 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		require.GreaterOrEqual(t, w.took, 150*time.Millisecond, "a later scheduled job woke a waiter")
 	})
 
+	t.Run("FirstScheduledJobWakes", func(t *testing.T) {
+		// A job scheduled into a queue with nothing scheduled is its
+		// earliest: a waiting fetcher is woken to learn its NextRunAt.
+		f := newJobFixture(t, newDriver)
+		f.requireWakes("the first scheduled job", func() {
+			f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(time.Hour) }))
+		})
+	})
+
 	t.Run("DeadRetentionSweepsDeadSet", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		rows := f.insert(newJob(), newJob())
