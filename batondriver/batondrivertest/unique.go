@@ -773,6 +773,17 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireKey(k, []string{b.ID}, 0, 0)
 	})
 
+	t.Run("AgainBesideQueuedTwinOfAnotherScope", func(t *testing.T) {
+		// Only a job unique while queued takes a queued twin for its next
+		// run: one unique while running that runs again is queued beside
+		// the twin of another scope that took the key while it ran.
+		f := newJobFixture(t, newDriver)
+		a := f.runTwin(uniqueJob(u, inRunning, reject))
+		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
+		require.Empty(t, f.finish(time.Hour, outcome(a, batondriver.JobOutcomeAgain, "", time.Time{})))
+		f.requireState(available, a.ID, b.ID)
+	})
+
 	t.Run("AgainTakesSlotBack", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")
