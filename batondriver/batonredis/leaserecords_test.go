@@ -153,14 +153,10 @@ func TestEmptyFinishSettlesLostCalls(t *testing.T) {
 	require.NoError(t, empty(), "nothing lost: no call to the unreachable server")
 }
 
-// A call cut off before the server read it leaves no record. It could
-// still arrive late, so the driver keeps it lost until the server's clock
-// passes the call's deadline, and settles it then.
-func TestLostCallWithoutRecordSettlesAfterItsDeadline(t *testing.T) {
-	t.Parallel()
-	px, d, check, q := lostReplySetup(t)
-	rows := insertJobs(t, check, q, newJob("k", 1))
-
+// loseFetchUnread makes a fetch of one job from q that the server never
+// reads: held in the partitioned proxy, then lost with its connection.
+func loseFetchUnread(t *testing.T, px *faultproxy.Proxy, d *Driver, q string) {
+	t.Helper()
 	px.Partition()
 	failed := make(chan error, 1)
 	go func() {
@@ -178,6 +174,17 @@ func TestLostCallWithoutRecordSettlesAfterItsDeadline(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		require.FailNow(t, "the fetch did not fail when its connection was cut")
 	}
+}
+
+// A call cut off before the server read it leaves no record. It could
+// still arrive late, so the driver keeps it lost until the server's clock
+// passes the call's deadline, and settles it then.
+func TestLostCallWithoutRecordSettlesAfterItsDeadline(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	rows := insertJobs(t, check, q, newJob("k", 1))
+
+	loseFetchUnread(t, px, d, q)
 	cut := time.Now()
 	require.Equal(t, 1, d.leases.lostCalls(q))
 	// Calls that lease nothing settle the lost one too.
@@ -486,23 +493,7 @@ func TestLostCallLeavesTheRecordBeforeIt(t *testing.T) {
 	held := fetchJobs(t, d, q, 1, time.Minute).Jobs // its record stays under the key, now free
 	require.Equal(t, ids(rows), ids(held))
 
-	px.Partition()
-	failed := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		defer cancel()
-		_, err := d.JobFetch(ctx, &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute})
-		failed <- err
-	}()
-	time.Sleep(100 * time.Millisecond) // the fetch is held in the proxy
-	px.Cut()                           // and lost with its connection
-	px.Heal()
-	select {
-	case err := <-failed:
-		require.Error(t, err)
-	case <-time.After(5 * time.Second):
-		require.FailNow(t, "the fetch did not fail when its connection was cut")
-	}
+	loseFetchUnread(t, px, d, q)
 	require.Equal(t, 1, d.leases.lostCalls(q))
 
 	_, err := d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, LeaseTTL: time.Minute})
