@@ -192,14 +192,8 @@ func exerciseMixedDefaults(t *testing.T, newDriver func(t *testing.T) batondrive
 	t.Run("MixedDefaultsBatchedFinishPromotedJobHoldsSlot", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")
-		js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2), keyJob(k, 2),
-			keyJob(k, 2), keyJob(k, 4), keyJob(k, 2), keyJob(k, 4)).Jobs
-		h1, h2, c1, c2, x, p, y, q := js[0], js[1], js[2], js[3], js[4], js[5], js[6], js[7]
-		got := f.fetchChain(2, time.Minute).Jobs
-		require.Equal(t, []string{h1.ID, h2.ID, c1.ID, c2.ID}, ids(got))
-		f.drainWakes()
-		res := f.finishChain(nil, outcome(got[0], batondriver.JobOutcomeCompleted, "", time.Time{}),
-			outcome(got[1], batondriver.JobOutcomeCompleted, "", time.Time{}))
+		js, res := f.handOverTwo(k, 2, 2, 2, 2, 2, 4, 2, 4)
+		c1, c2, x, p, y, q := js[2], js[3], js[4], js[5], js[6], js[7]
 		require.Equal(t, []string{x.ID}, ids(res), "x chained behind c1, nothing behind c2")
 		require.Equal(t, c1.ID, res[0].After)
 		f.requireState(available, p.ID)
@@ -226,14 +220,8 @@ func exerciseMixedDefaults(t *testing.T, newDriver func(t *testing.T) batondrive
 	t.Run("MixedDefaultsChainPromotionEndsChainsByFinish", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")
-		js := f.insertRes(keyJob(k, 2), keyJob(k, 2), keyJob(k, 2), keyJob(k, 2),
-			keyJob(k, 2), keyJob(k, 4), keyJob(k, 3), keyJob(k, 5)).Jobs
-		h1, h2, c1, c2, x, p, y, z := js[0], js[1], js[2], js[3], js[4], js[5], js[6], js[7]
-		got := f.fetchChain(2, time.Minute).Jobs
-		require.Equal(t, []string{h1.ID, h2.ID, c1.ID, c2.ID}, ids(got))
-		f.drainWakes()
-		res := f.finishChain(nil, outcome(got[0], batondriver.JobOutcomeCompleted, "", time.Time{}),
-			outcome(got[1], batondriver.JobOutcomeCompleted, "", time.Time{}))
+		js, res := f.handOverTwo(k, 2, 2, 2, 2, 2, 4, 3, 5)
+		c1, c2, x, p, y, z := js[2], js[3], js[4], js[5], js[6], js[7]
 		require.Equal(t, []string{x.ID}, ids(res), "x chained behind c1, nothing behind c2")
 		f.requireChained(k, map[string]string{c1.ID: x.ID})
 		f.requireKey(k, []string{c1.ID, c2.ID, p.ID}, 2, 2)
@@ -385,4 +373,22 @@ func exerciseMixedDefaultsGiveBack(t *testing.T, newDriver func(t *testing.T) ba
 		f.complete(got[2])
 		require.Equal(t, []string{got[1].ID, x.ID}, ids(f.list(available, 10, 0).Jobs), "b first, then x beside it")
 	})
+}
+
+// handOverTwo inserts jobs of key k with the given default limits (at
+// least four), leases the first two with the next two chained behind them,
+// takes the wake tokens, and completes the two holders in one finish that
+// chains: it returns the jobs inserted and the jobs that finish chained.
+func (f *jobFixture) handOverTwo(k string, limits ...int) (js, chained []*batondriver.JobRow) {
+	f.t.Helper()
+	var in []*batondriver.JobInsert
+	for _, l := range limits {
+		in = append(in, keyJob(k, l))
+	}
+	js = f.insertRes(in...).Jobs
+	got := f.fetchChain(2, time.Minute).Jobs
+	require.Equal(f.t, ids(js[:4]), ids(got), "two holders, each with the next job chained")
+	f.drainWakes()
+	return js, f.finishChain(nil, outcome(got[0], batondriver.JobOutcomeCompleted, "", time.Time{}),
+		outcome(got[1], batondriver.JobOutcomeCompleted, "", time.Time{}))
 }
