@@ -422,6 +422,25 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		})
 	})
 
+	// So too for a job an outcome schedules (a retry, a snooze, an Again
+	// with a delay): another process waiting on the queue learns when it
+	// is due, not only the one that finished it. One scheduled after the
+	// earliest wakes nobody.
+	t.Run("OutcomeScheduledEarliestWakes", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(2 * time.Hour) }))
+		f.insert(newJob(), newJob(), newJob(), newJob())
+		got := f.fetch(4).Jobs
+		require.Len(t, got, 4)
+		f.drainWakes()
+		f.done(got[0], batondriver.JobOutcomeRetry, time.Now().Add(3*time.Hour))
+		require.Zero(t, f.takeWakes(), "a retry due after the earliest scheduled job woke a fetcher")
+		for i, o := range []batondriver.JobOutcome{batondriver.JobOutcomeRetry, batondriver.JobOutcomeSnooze, batondriver.JobOutcomeAgain} {
+			at := time.Now().Add(time.Hour - time.Duration(i)*time.Minute)
+			f.requireWakes(string(o)+" scheduled before every other job", func() { f.done(got[i+1], o, at) })
+		}
+	})
+
 	t.Run("DeadRetentionSweepsDeadSet", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		rows := f.insert(newJob(), newJob())

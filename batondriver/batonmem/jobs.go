@@ -421,10 +421,7 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 	}
 	q.used = true
 	woken := 0
-	var earliest time.Time // of the scheduled jobs before this insert
-	if j := q.states[batondriver.JobStateScheduled].first(); j != nil {
-		earliest = j.row.RunAt
-	}
+	earliest := q.earliest() // of the scheduled jobs before this insert
 	for _, in := range p.Jobs {
 		if in.Delay > 0 { // due by this backend's clock
 			at := *in
@@ -439,13 +436,28 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 		res.Status = append(res.Status, status)
 		res.Reason = append(res.Reason, reason)
 	}
-	// A job due before every other scheduled one wakes a fetcher, so that
-	// it learns the new NextRunAt instead of sleeping through it.
-	if j := q.states[batondriver.JobStateScheduled].first(); j != nil && (earliest.IsZero() || j.row.RunAt.Before(earliest)) {
+	if q.newEarliest(earliest) {
 		woken++
 	}
 	q.wake(woken)
 	return res, nil
+}
+
+// earliest is the run time of q's first scheduled job, zero if none.
+func (q *queueState) earliest() time.Time {
+	if j := q.states[batondriver.JobStateScheduled].first(); j != nil {
+		return j.row.RunAt
+	}
+	return time.Time{}
+}
+
+// newEarliest reports whether q's first scheduled job is due before
+// before, the earliest run time before a call (zero: none). Such a job
+// wakes a fetcher, so that it learns the new NextRunAt instead of sleeping
+// through it — whichever process inserted or finished it.
+func (q *queueState) newEarliest(before time.Time) bool {
+	at := q.earliest()
+	return !at.IsZero() && (before.IsZero() || at.Before(before))
 }
 
 // insert inserts one valid job, or resolves it to its twin, and returns
@@ -862,8 +874,9 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 	res := &batondriver.JobFinishResult{}
 	q := s.queues[p.Queue]
 	var since uint64 // jobs that enter a state after it entered it in this call
+	var earliest time.Time
 	if q != nil {
-		since = q.seq
+		since, earliest = q.seq, q.earliest()
 	}
 	woken := 0       // jobs made available
 	var heirs []*job // chained jobs that took over a slot, in outcome order
@@ -976,6 +989,9 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		woken = max(woken, 0) + promoted
 	}
 	res.Jobs = rows(leased, chained)
+	if q != nil && q.newEarliest(earliest) {
+		woken = max(woken, 0) + 1
+	}
 	if woken > 0 {
 		q.wake(woken)
 	}

@@ -55,7 +55,9 @@
 --   cancel:    error recorded; cancelled (in X), finished = now;
 --   dead:      error recorded; dead (in D), finished = now.
 -- A job that ends releases its unique key, as does one unique while
--- running that stops running.
+-- running that stops running. A job scheduled here due before every
+-- other scheduled job wakes a fetcher (as an insert's does), so that every
+-- process waiting on the queue, not only the caller, learns when it is due.
 local retention = tonumber(ARGV[1])
 local now = now_ms()
 local snow = int(now)
@@ -232,7 +234,13 @@ for i = 1, #gone, 1000 do
   redis.call('DEL', unpack(gone, i, math.min(i + 999, #gone)))
 end
 zadd(C, completed)
-zadd(S, sched)
+if #sched > 0 then
+  local first = redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')
+  local earliest = math.huge
+  for i = 1, #sched, 2 do earliest = math.min(earliest, sched[i]) end
+  zadd(S, sched)
+  if #first == 0 or earliest < tonumber(first[2]) then wake(1) end
+end
 zadd(D, dead)
 zadd(X, cancelled)
 local out = {#stale}
