@@ -207,13 +207,7 @@ func (c *Client) prepare(j *InsertManyParams, now time.Time) (string, *batondriv
 	if j.Opts != nil {
 		o = *j.Opts
 	}
-	queue := o.Queue
-	if queue == "" {
-		queue = wopts.Queue
-	}
-	if queue == "" {
-		queue = "default"
-	}
+	queue := cmp.Or(o.Queue, wopts.Queue, defaultQueue)
 	if err := checkQueue(queue); err != nil {
 		return "", nil, err
 	}

@@ -21,6 +21,10 @@ type QueueConfig struct {
 	Weight int
 }
 
+// defaultQueue is the queue of a job whose insert and kind name none,
+// and the queue a client works when Config.Queues names none.
+const defaultQueue = "default"
+
 // Config configures a Client. nil means the zero value: an insert-only
 // client with the defaults below.
 type Config struct {
@@ -154,7 +158,7 @@ func newConfig(cfg *Config) (*config, error) {
 		c.Config = *cfg
 	}
 	if len(c.Queues) == 0 {
-		c.Queues = []QueueConfig{{Name: "default"}}
+		c.Queues = []QueueConfig{{Name: defaultQueue}}
 	}
 	seen := map[string]bool{}
 	for _, q := range c.Queues {

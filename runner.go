@@ -783,7 +783,7 @@ func (c *Client) warnUnworkedKinds() {
 		worked[q.Name] = true
 	}
 	for _, kind := range slices.Sorted(maps.Keys(c.cfg.Workers.kinds)) {
-		q := cmp.Or(c.cfg.Workers.kinds[kind].opts.Queue, "default")
+		q := cmp.Or(c.cfg.Workers.kinds[kind].opts.Queue, defaultQueue)
 		if !worked[q] {
 			c.cfg.Logger.Warn("baton: Start: the kind's queue is not in Config.Queues; this client runs none of its jobs there",
 				"kind", kind, "queue", q)
