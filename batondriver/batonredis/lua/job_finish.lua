@@ -234,13 +234,7 @@ for i = 1, #gone, 1000 do
   redis.call('DEL', unpack(gone, i, math.min(i + 999, #gone)))
 end
 zadd(C, completed)
-if #sched > 0 then
-  local first = redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')
-  local earliest = math.huge
-  for i = 1, #sched, 2 do earliest = math.min(earliest, sched[i]) end
-  zadd(S, sched)
-  if #first == 0 or earliest < tonumber(first[2]) then wake(1) end
-end
+wake(schedule(sched))
 zadd(D, dead)
 zadd(X, cancelled)
 local out = {#stale}

@@ -137,23 +137,6 @@ for i = FIRST_JOB_KEY, #KEYS do
   end
   out[#out + 1] = code
 end
--- A job due before every other scheduled one wakes a fetcher too, so that
--- it learns the new earliest run_at instead of sleeping through it.
-local woken = 0
-if #sched > 0 then
-  local first = redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')
-  local earliest = math.huge
-  local add = {}
-  for i = 1, #sched, 2 do
-    earliest = math.min(earliest, sched[i])
-    if sched[i + 1] then
-      add[#add + 1] = sched[i]
-      add[#add + 1] = sched[i + 1]
-    end
-  end
-  if #first == 0 or earliest <= tonumber(first[2]) then woken = 1 end
-  zadd(S, add)
-end
-wake(flush_available(avail) + woken)
+wake(flush_available(avail) + schedule(sched))
 for i = 1, #rows do out[#out + 1] = rows[i] end
 return out
