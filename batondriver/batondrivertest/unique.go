@@ -70,6 +70,16 @@ func (f *jobFixture) requireTwin(row *batondriver.JobRow, twin string, state bat
 	require.Equal(f.t, wantArgs, string(g.Args), "the twin's args as stored")
 }
 
+// requireKeyFree asserts that no job claims unique key u: a twin unique
+// while queued is inserted, and then holds the key against a twin unique
+// until done.
+func (f *jobFixture) requireKeyFree(u string) {
+	f.t.Helper()
+	b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
+	_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
+	require.Equal(f.t, "duplicate of "+b.ID, reason, "the queued twin holds the key")
+}
+
 // twinStates makes a twin — the job j inserted — end up in a state. Each
 // leaves nothing available in the queue but, for available and parked,
 // the twin and its key's holder.
@@ -407,9 +417,7 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		// while it is queued, a twin of another scope takes the key.
 		f := newJobFixture(t, newDriver)
 		f.insertIn(available, uniqueJob(u, inRunning, reject))
-		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
-		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
-		require.Equal(t, "duplicate of "+b.ID, reason, "the queued twin holds the key")
+		f.requireKeyFree(u)
 	})
 
 	t.Run("RunningClaimEndsWhenQueuedAgainByAgain", func(t *testing.T) {
@@ -419,9 +427,7 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		a := f.runTwin(uniqueJob(u, inRunning, reject))
 		require.Empty(t, f.finish(0, outcome(a, batondriver.JobOutcomeAgain, "", time.Time{})))
 		f.requireState(available, a.ID)
-		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
-		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
-		require.Equal(t, "duplicate of "+b.ID, reason, "the queued twin holds the key")
+		f.requireKeyFree(u)
 	})
 
 	t.Run("GiveBackClaimsAsQueued", func(t *testing.T) {
@@ -433,16 +439,14 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		a := f.runTwin(uniqueJob(u, inRunning, reject))
 		require.Empty(t, f.finish(0, giveBack(a)))
 		f.requireState(available, a.ID)
-		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
-		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
-		require.Equal(t, "duplicate of "+b.ID, reason, "the queued twin holds the key")
+		f.requireKeyFree(u)
 		f.complete(f.fetchOne(10 * time.Second))
 		f.complete(f.fetchOne(10 * time.Second))
 
 		c := f.runTwin(uniqueJob("c", queued, reject))
 		require.Empty(t, f.finish(0, giveBack(c)))
 		f.requireState(available, c.ID)
-		_, reason = f.insertAs(batondriver.JobRejected, uniqueJob("c", queued, reject))
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob("c", queued, reject))
 		require.Equal(t, "duplicate of "+c.ID, reason, "the job given back holds the key")
 	})
 
@@ -464,9 +468,7 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 				want = available
 			}
 			f.requireState(want, r.ID)
-			b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
-			_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
-			require.Equal(t, "duplicate of "+b.ID, reason, "the queued twin holds the key")
+			f.requireKeyFree(u)
 		})
 	}
 
