@@ -29,7 +29,8 @@ func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitPara
 		}
 		limit = itoa(p.Limit)
 	}
-	arr, err := d.scripts.keySetLimit.Exec(ctx, d.client, d.queueKeys(p.Queue).keys, []string{p.Key, limit}).ToArray()
+	qk := d.queueKeys(p.Queue)
+	arr, err := d.scripts.keySetLimit.Exec(ctx, d.client, qk.keys, []string{p.Key, limit, qk.recallChannel()}).ToArray()
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -82,6 +83,8 @@ type Driver struct {
 	locksSeen  recentKeys   // lock keys this instance added to the index lately (lockindex.go)
 	noIndex    bool         // Config.NoLockIndex
 	prune      indexPruner
+
+	recallIDs atomic.Uint64 // names KeyListen's listeners
 
 	mu     sync.Mutex
 	subs   map[string]*subscription // by channel

@@ -31,6 +31,10 @@ import (
 //	P:queue:{Q}:schedules          hash: registered recurring schedule name -> JSON record (schedules.go)
 //	P:queues                       set: every queue name ever inserted into (kept forever)
 //
+// and one shard channel, in the queue's slot:
+//
+//	P:queue:{Q}:recall             recalls of chained jobs, "fence|K" (KeyListen)
+//
 // A concurrency key K is any string of 1 to 512 bytes, used as it is: the
 // hash tag is the first {...} of the name, {Q}, whatever K holds, and the
 // fixed suffixes keep the three keys of different Ks apart.
@@ -125,6 +129,9 @@ func (d *Driver) buildQueueKeys(queue string) queueKeys {
 
 // job returns the key of job id.
 func (k queueKeys) job(id string) string { return k.keys[keyJobPrefix] + id }
+
+// recallChannel is the queue's shard channel for recalls of chained jobs.
+func (k queueKeys) recallChannel() string { return k.base + "recall" }
 
 // withJobs returns the queue keys followed by the keys of ids, for a script
 // that names its jobs in KEYS.

@@ -2,6 +2,7 @@ package batonredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,24 +11,37 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/internal/keynotice"
 )
 
 // Grant notices travel on one shard channel per (lock key, driver instance):
 // a release publishes only to the instances whose waiters it granted, and
-// each instance hands the notice to the one waiting goroutine it names. One
-// subscription per key serves every waiter of this instance on that key and
-// lingers after the last one leaves, so a contended key is subscribed once.
+// each instance hands the notice to the one waiting goroutine it names.
+// Recalls of chained jobs travel on one shard channel per queue, to every
+// listener of the queue. One subscription per channel serves every
+// listener of this instance on it and lingers after the last one leaves,
+// so a contended key is subscribed once.
 
-// subscription is this instance's subscription to one key's channel.
+// mailbox is one listener of a subscription.
+type mailbox interface {
+	// recheck tells the listener that notices may have been lost. It
+	// never blocks. d.mu is held.
+	recheck()
+}
+
+// subscription is this instance's subscription to one channel.
 type subscription struct {
 	d       *Driver
 	channel string
 	ctx     context.Context
 	cancel  context.CancelFunc
+	// deliver hands a published message to the listeners it is for; d.mu
+	// is not held.
+	deliver func(s *subscription, msg string)
 
 	// Guarded by d.mu.
-	listeners map[string]*listener // by token
-	ready     chan struct{}        // closed at the first confirmation
+	listeners map[string]mailbox // by token (grants) or listener ID (recalls)
+	ready     chan struct{}      // closed at the first confirmation
 	confirmed bool
 	linger    *time.Timer
 }
@@ -41,15 +55,39 @@ type listener struct {
 
 func (l *listener) C() <-chan batondriver.LockNotice { return l.ch }
 
-func (l *listener) Close() {
-	d := l.sub.d
+func (l *listener) Close() { l.sub.leave(l.token, l) }
+
+func (l *listener) recheck() {
+	select {
+	case l.ch <- batondriver.LockNotice{Recheck: true}:
+	default: // a notice is pending already; the listener will look
+	}
+}
+
+// recallListener is one KeyListen listener of a queue.
+type recallListener struct {
+	*keynotice.Mailbox
+	sub *subscription
+	id  string
+}
+
+func (l *recallListener) Close() {
+	l.sub.leave(l.id, l)
+	l.Mailbox.Close()
+}
+
+func (l *recallListener) recheck() { l.Post(batondriver.KeyNotice{Recheck: true}) }
+
+// leave removes the listener mb, named id, from s, which lingers once it
+// has none left.
+func (s *subscription) leave(id string, mb mailbox) {
+	d := s.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := l.sub
-	if s.listeners[l.token] != l {
+	if s.listeners[id] != mb {
 		return
 	}
-	delete(s.listeners, l.token)
+	delete(s.listeners, id)
 	if len(s.listeners) == 0 && !d.closed {
 		s.linger = time.AfterFunc(d.linger, func() { d.dropIdle(s) })
 	}
@@ -62,25 +100,54 @@ func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams
 	if err := batondriver.CheckLockListen(p); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	l := &listener{token: p.Token, ch: make(chan batondriver.LockNotice, 4)}
+	err := d.listen(ctx, d.lockKeys(p.Key).channel+d.id, p.Token, l, deliverGrant, func(s *subscription) { l.sub = s })
+	if err != nil {
 		return nil, fmt.Errorf("batonredis: listen on %q: %w", p.Key, err)
 	}
-	channel := d.lockKeys(p.Key).channel + d.id
+	return l, nil
+}
+
+// KeyListen implements batondriver.KeyDriver. It returns once Redis has
+// confirmed the subscription of the queue's recall channel, or with an
+// error once ctx ends or the driver is closed. After a break in the
+// subscription (a reconnect), the listener receives a Recheck.
+func (d *Driver) KeyListen(ctx context.Context, p *batondriver.QueueParams) (batondriver.KeyListener, error) {
+	if err := checkQueue(p.Queue); err != nil {
+		return nil, jobErr("listen for recalls in", p.Queue, err)
+	}
+	l := &recallListener{Mailbox: keynotice.New(), id: strconv.FormatUint(d.recallIDs.Add(1), 10)}
+	err := d.listen(ctx, d.queueKeys(p.Queue).recallChannel(), l.id, l, deliverRecall, func(s *subscription) { l.sub = s })
+	if err != nil {
+		l.Mailbox.Close()
+		return nil, jobErr("listen for recalls in", p.Queue, err)
+	}
+	return l, nil
+}
+
+// listen adds the listener mb, named id, to this instance's subscription
+// of channel (starting it with deliver if there is none), tells join which
+// subscription it joined, and waits for Redis to confirm the subscription.
+func (d *Driver) listen(ctx context.Context, channel, id string, mb mailbox,
+	deliver func(*subscription, string), join func(*subscription)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return nil, fmt.Errorf("batonredis: listen on %q: driver closed", p.Key)
+		return errors.New("driver closed")
 	}
 	s := d.subs[channel]
 	if s == nil {
-		s = d.subscribe(channel)
+		s = d.subscribe(channel, deliver)
 	}
 	if s.linger != nil {
 		s.linger.Stop()
 		s.linger = nil
 	}
-	l := &listener{sub: s, token: p.Token, ch: make(chan batondriver.LockNotice, 4)}
-	s.listeners[p.Token] = l
+	join(s)
+	s.listeners[id] = mb
 	ready := s.ready
 	d.mu.Unlock()
 
@@ -88,22 +155,22 @@ func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams
 	// closed; then the confirmation never comes.
 	select {
 	case <-ready:
-		return l, nil
+		return nil
 	case <-s.ctx.Done():
-		l.Close()
-		return nil, fmt.Errorf("batonredis: listen on %q: driver closed", p.Key)
+		s.leave(id, mb)
+		return errors.New("driver closed")
 	case <-ctx.Done():
-		l.Close()
-		return nil, fmt.Errorf("batonredis: listen on %q: %w", p.Key, context.Cause(ctx))
+		s.leave(id, mb)
+		return context.Cause(ctx)
 	}
 }
 
 // subscribe starts the subscription of channel. d.mu must be held.
-func (d *Driver) subscribe(channel string) *subscription {
+func (d *Driver) subscribe(channel string, deliver func(*subscription, string)) *subscription {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &subscription{
-		d: d, channel: channel, ctx: ctx, cancel: cancel,
-		listeners: make(map[string]*listener),
+		d: d, channel: channel, ctx: ctx, cancel: cancel, deliver: deliver,
+		listeners: make(map[string]mailbox),
 		ready:     make(chan struct{}),
 	}
 	d.subs[channel] = s
@@ -171,7 +238,7 @@ func (s *subscription) run() {
 	backoff := 10 * time.Millisecond
 	for s.ctx.Err() == nil {
 		cmd := s.d.client.B().Ssubscribe().Channel(s.channel).Build()
-		err := s.d.client.Receive(ctx, cmd, s.deliver)
+		err := s.d.client.Receive(ctx, cmd, func(msg rueidis.PubSubMessage) { s.deliver(s, msg.Message) })
 		if s.ctx.Err() != nil {
 			return
 		}
@@ -191,17 +258,14 @@ func (s *subscription) run() {
 // recheckLocked nudges every listener to ask the backend. d.mu must be held.
 func (s *subscription) recheckLocked() {
 	for _, l := range s.listeners {
-		select {
-		case l.ch <- batondriver.LockNotice{Recheck: true}:
-		default: // a notice is pending already; the listener will look
-		}
+		l.recheck()
 	}
 }
 
-// deliver hands a published grant "token|fence|granted_ms|ttl_ms" to the
-// listener of its token.
-func (s *subscription) deliver(msg rueidis.PubSubMessage) {
-	parts := strings.Split(msg.Message, "|")
+// deliverGrant hands a published grant "token|fence|granted_ms|ttl_ms" to
+// the listener of its token.
+func deliverGrant(s *subscription, msg string) {
+	parts := strings.Split(msg, "|")
 	if len(parts) != 4 {
 		return
 	}
@@ -213,7 +277,7 @@ func (s *subscription) deliver(msg rueidis.PubSubMessage) {
 	}
 	n := batondriver.LockNotice{Fence: fence, GrantedAt: time.UnixMilli(at), TTL: time.Duration(ttl) * time.Millisecond}
 	s.d.mu.Lock()
-	l := s.listeners[parts[0]]
+	l, _ := s.listeners[parts[0]].(*listener)
 	s.d.mu.Unlock()
 	if l == nil {
 		return // the waiter gave up; its give-back releases the grant
@@ -223,5 +287,22 @@ func (s *subscription) deliver(msg rueidis.PubSubMessage) {
 	default:
 		// The mailbox is full of rechecks, which the waiter acts on; the
 		// recheck finds this grant.
+	}
+}
+
+// deliverRecall hands a published recall "fence|key" to every listener of
+// the queue.
+func deliverRecall(s *subscription, msg string) {
+	f, key, ok := strings.Cut(msg, "|")
+	fence, err := strconv.ParseInt(f, 10, 64)
+	if !ok || err != nil {
+		return
+	}
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	for _, l := range s.listeners {
+		if l, ok := l.(*recallListener); ok {
+			l.Post(batondriver.KeyNotice{Key: key, Fence: fence})
+		}
 	}
 }

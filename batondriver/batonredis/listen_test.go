@@ -114,3 +114,60 @@ func TestListenEndsWithDriver(t *testing.T) {
 		t.Fatal("LockListen still waiting 5s after the driver was closed")
 	}
 }
+
+// TestKeyListenRechecksAfterBreak: recalls published while the
+// subscription is down are lost, so a listener whose subscription broke
+// hears a Recheck, and recalls reach it again once it is back.
+func TestKeyListenRechecksAfterBreak(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartT(t, nil)
+	client := newClient(t, srv.Addr())
+	d := newDriver(t, client)
+	ctx := t.Context()
+	queue := "q" + randomHex(6)
+	l, err := d.KeyListen(ctx, &batondriver.QueueParams{Queue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	admin := newClient(t, srv.Addr())
+	if err := admin.Do(ctx, admin.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	receive := func() batondriver.KeyNotice {
+		t.Helper()
+		select {
+		case n := <-l.C():
+			return n
+		case <-time.After(5 * time.Second):
+			t.Fatal("no notice")
+			return batondriver.KeyNotice{}
+		}
+	}
+	if n := receive(); !n.Recheck {
+		t.Fatalf("after the break: %+v, want a recheck", n)
+	}
+	// Published until one arrives: the subscription comes back after a
+	// back-off, and a recheck may come again with its confirmation.
+	channel := d.queueKeys(queue).recallChannel()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := admin.Do(ctx, admin.B().Spublish().Channel(channel).Message("7|k|1").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case n := <-l.C():
+			if n.Recheck {
+				continue
+			}
+			if n != (batondriver.KeyNotice{Key: "k|1", Fence: 7}) {
+				t.Fatalf("got %+v", n)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no recall 5s after the break")
+		}
+	}
+}

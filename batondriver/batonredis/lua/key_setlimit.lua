@@ -6,8 +6,17 @@
 -- fields (see the exception in joblib.lua).
 -- ARGV[1] the concurrency key
 -- ARGV[2] the new override, or "" to remove it
+-- ARGV[3] the queue's recall channel (P:queue:{Q}:recall, a shard channel of
+--         the queue's slot)
 --
 -- Returns key_info (joblib.lua) with holders, after the change.
+--
+-- If the key is left with jobs chained behind its holders and more holders
+-- than its limit, each chained job would take over a slot beyond the limit:
+-- the script publishes "fence|key" on the recall channel, fence the highest
+-- among the key's running holders and chained jobs, and their clients give
+-- back those not started (batondriver.KeyDriver.KeyListen). It changes no
+-- chained job itself.
 --
 -- Lowering the limit below the holders moves the key's available holders,
 -- the least urgent first and of those the latest admitted first, back to
@@ -81,4 +90,9 @@ if mv[1] or np > 0 or redis.call('SCARD', h) > 0 then redis.call('ZADD', KI, -np
 local avail = new_batch()
 promote(avail, k)
 wake(flush_available(avail))
-return key_info(k, true)
+local info = key_info(k, true)
+-- info: {active, limit, override, holding, running, parked, oldest, fence, chained, ...}
+if info[9] > 0 and info[2] >= 0 and info[4] > info[2] then
+  redis.call('SPUBLISH', ARGV[3], int(info[8]) .. '|' .. k)
+end
+return info

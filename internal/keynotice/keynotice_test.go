@@ -1,0 +1,88 @@
+package keynotice
+
+import (
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+func receive(t *testing.T, m *Mailbox) batondriver.KeyNotice {
+	t.Helper()
+	select {
+	case n := <-m.C():
+		return n
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notice")
+		return batondriver.KeyNotice{}
+	}
+}
+
+func quiet(t *testing.T, m *Mailbox) {
+	t.Helper()
+	select {
+	case n := <-m.C():
+		t.Fatalf("unexpected notice %+v", n)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+// Posts never block, and none is lost: the posts of a key not yet handed
+// on merge into its highest fence.
+func TestPostsMergeAndNoneIsLost(t *testing.T) {
+	m := New()
+	defer m.Close()
+	for i := range 10000 {
+		m.Post(batondriver.KeyNotice{Key: "a", Fence: int64(i)})
+		m.Post(batondriver.KeyNotice{Key: "b", Fence: int64(5 - i%3)})
+	}
+	last := map[string]int64{}
+	n := 0
+	for {
+		select {
+		case got := <-m.C():
+			last[got.Key] = got.Fence
+			n++
+			continue
+		case <-time.After(50 * time.Millisecond):
+		}
+		break
+	}
+	// The run may have taken a notice of each key before the rest came.
+	if last["a"] != 9999 || last["b"] != 5 || n > 4 {
+		t.Fatalf("got %d notices, the last of each key %v; want a 9999, b 5, at most 4", n, last)
+	}
+}
+
+// A recheck comes before the keys waiting with it, and once however often
+// it was posted.
+func TestRecheckFirstAndOnce(t *testing.T) {
+	m := New()
+	defer m.Close()
+	m.Post(batondriver.KeyNotice{Key: "a", Fence: 1})
+	m.Post(batondriver.KeyNotice{Recheck: true})
+	m.Post(batondriver.KeyNotice{Recheck: true})
+	first := receive(t, m)
+	if first.Key == "a" { // handed on before the recheck came
+		first = receive(t, m)
+	} else if n := receive(t, m); n != (batondriver.KeyNotice{Key: "a", Fence: 1}) {
+		t.Fatalf("after the recheck: %+v", n)
+	}
+	if !first.Recheck {
+		t.Fatalf("got %+v, want a recheck", first)
+	}
+	quiet(t, m)
+}
+
+// Close stops the mailbox; posting after it does not block.
+func TestCloseStops(t *testing.T) {
+	m := New()
+	m.Close()
+	m.Close()
+	m.Post(batondriver.KeyNotice{Key: "a", Fence: 1})
+	select {
+	case <-m.Closed():
+	default:
+		t.Fatal("Closed not closed")
+	}
+}
