@@ -717,3 +717,164 @@ func TestNoChainedJobStartsWhileStopSeesAFetchThrough(t *testing.T) {
 	require.Equal(t, baton.JobStateAvailable, second.State)
 	require.Zero(t, second.Attempt)
 }
+
+// Halting a key while a job is chained behind its running one recalls the
+// chained job: the client gives it back before the job ahead returns, it
+// waits at the head of the key's parked jobs, its attempt not counted, and
+// nothing of the key runs until the limit is raised; then the key's jobs
+// run in order. A lowered limit does the same, but for the limit.
+func TestHaltRecallsChainedJob(t *testing.T) {
+	for _, limit := range []int{0, 1} {
+		t.Run(fmt.Sprintf("limit%d", limit), func(t *testing.T) {
+			eachBackend(t, func(t *testing.T) { testHaltRecallsChainedJob(t, limit) })
+		})
+	}
+}
+
+func testHaltRecallsChainedJob(t *testing.T, limit int) {
+	t.Parallel()
+	d := &countingDriver{JobDriver: newJobDriver(t)}
+	var gates [5]chan struct{} // job N returns once gates[N] is closed
+	for i := range gates {
+		gates[i] = make(chan struct{})
+	}
+	began := make(chan int, 10)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		began <- job.Args.N
+		select {
+		case <-gates[job.Args.N]:
+			return nil
+		case <-ctx.Done(): // the test failed and stops the client
+			return ctx.Err()
+		}
+	}), &baton.WorkerOpts{Concurrency: byCustomer(2)})
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet, PollInterval: 5 * time.Second})
+	require.NoError(t, err)
+	ids := insertBacklog(t, c, "a", 5)
+	start(t, c)
+	ctx := t.Context()
+	const key = "customer:a"
+	next := func(want int) {
+		t.Helper()
+		select {
+		case n := <-began:
+			require.Equal(t, want, n, "the job that started")
+		case <-time.After(5 * time.Second):
+			t.Fatalf("job %d never started", want)
+		}
+	}
+	none := func() {
+		t.Helper()
+		select {
+		case n := <-began:
+			t.Fatalf("job %d ran beyond the limit", n)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	require.ElementsMatch(t, []int{0, 1}, []int{<-began, <-began})
+	require.Eventually(t, func() bool {
+		info, err := c.KeyGet(ctx, "default", key)
+		return err == nil && info.Running == 2 && info.Chained == 2
+	}, 5*time.Second, time.Millisecond, "two jobs run, a job chained behind each")
+
+	_, err = c.SetLimit(ctx, "default", key, limit)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := c.KeyGet(ctx, "default", key)
+		return err == nil && info.Chained == 0 && info.Parked == 3
+	}, 5*time.Second, time.Millisecond, "the chained jobs given back")
+	for _, id := range ids[2:4] {
+		row, err := c.JobGet(ctx, "default", id)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateParked, row.State)
+		require.Zero(t, row.Attempt, "a recalled job's attempt is not counted")
+	}
+
+	close(gates[0])
+	close(gates[1])
+	if limit == 0 {
+		none()
+		_, err = c.SetLimit(ctx, "default", key, 1)
+		require.NoError(t, err)
+	}
+	// One at a time from here, the recalled jobs first, in order.
+	for n := 2; n < 5; n++ {
+		next(n)
+		none()
+		close(gates[n])
+	}
+	require.Eventually(t, func() bool {
+		st, err := c.QueueStats(ctx, "default")
+		return err == nil && st.Counts[baton.JobStateCompleted] == 5
+	}, 5*time.Second, time.Millisecond)
+}
+
+// heldReplies holds the replies of the fetches made once armed until
+// released: the backend has run them, their caller does not know yet.
+type heldReplies struct {
+	batondriver.JobDriver
+	armed   atomic.Bool
+	held    chan struct{} // a value per reply held
+	release chan struct{}
+}
+
+func (d *heldReplies) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	res, err := d.JobDriver.JobFetch(ctx, p)
+	if err == nil && len(res.Jobs) > 0 && d.armed.CompareAndSwap(true, false) {
+		d.held <- struct{}{}
+		<-d.release
+	}
+	return res, err
+}
+
+// A recall heard while the call that chained the jobs is still out gives
+// them back as its reply comes: the job ahead runs (it was leased before
+// the halt), the chained job does not.
+func TestHaltRecallsJobChainedByCallInFlight(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := &heldReplies{JobDriver: newJobDriver(t), held: make(chan struct{}, 1), release: make(chan struct{})}
+		d.armed.Store(true)
+		gate := make(chan struct{})
+		began := make(chan int, 10)
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			began <- job.Args.N
+			select {
+			case <-gate:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, Logger: quiet, PollInterval: 5 * time.Second})
+		require.NoError(t, err)
+		ids := insertBacklog(t, c, "a", 3)
+		start(t, c)
+		ctx := t.Context()
+		<-d.held
+		info, err := c.SetLimit(ctx, "default", "customer:a", 0)
+		require.NoError(t, err)
+		require.Equal(t, 1, info.Chained, "the held fetch chained a job")
+		// The recall is heard before the reply comes: once the key's
+		// listener has it, give the reply.
+		time.Sleep(100 * time.Millisecond)
+		close(d.release)
+		require.Equal(t, 0, <-began)
+		require.Eventually(t, func() bool {
+			info, err := c.KeyGet(ctx, "default", "customer:a")
+			return err == nil && info.Chained == 0 && info.Parked == 2
+		}, 5*time.Second, time.Millisecond, "the chained job given back")
+		close(gate)
+		select {
+		case n := <-began:
+			t.Fatalf("job %d ran on a halted key", n)
+		case <-time.After(200 * time.Millisecond):
+		}
+		row, err := c.JobGet(ctx, "default", ids[1])
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateParked, row.State)
+		require.Zero(t, row.Attempt)
+	})
+}

@@ -258,12 +258,18 @@ func (c *Client) KeyGet(ctx context.Context, queue, key string) (*KeyInfo, error
 
 // SetLimit stores a limit for a concurrency key of a queue, for every
 // process, overriding the kinds' defaults: 0 halts the key. Raising it
-// promotes parked jobs at once. Lowering it lets the running jobs finish,
-// and the jobs already chained behind them (leased in advance, at most one
-// per running job: KeyInfo.Chained; none with Config.DisableChaining), and
-// sends the key's other jobs that have not started back to wait, so that no
-// more than n run once those end. n must be 0 to MaxKeyLimit. It returns
-// the key's state after the change.
+// promotes parked jobs at once. Lowering it lets the running jobs finish
+// and sends the key's jobs that have not started back to wait, so that no
+// more than n run once the running ones end. That includes the jobs
+// chained behind running ones (leased in advance, at most one per running
+// job: KeyInfo.Chained; see Config.DisableChaining): every client working
+// the queue hears of the change and gives back those it has not started.
+// One whose job ahead returned before its client heard — within about a
+// round trip of the change, or while that client was reconnecting to the
+// backend — has started, and runs like the running jobs; every job leased
+// before the change holds a fence no higher than the returned
+// KeyInfo.Fence. n must be 0 to MaxKeyLimit. It returns the key's state
+// after the change.
 func (c *Client) SetLimit(ctx context.Context, queue, key string, n int) (*KeyInfo, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, fmt.Errorf("baton: SetLimit: %w", err)

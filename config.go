@@ -102,10 +102,13 @@ type Config struct {
 	// without a round trip to the backend between them. A client working
 	// several queues follows a chain only while another of its workers is
 	// free, so that a busy pool's other queues do not wait behind the key:
-	// else the chained job goes back to wait for its promotion. The chained job is leased in
-	// advance, so lowering the key's limit or halting it (SetLimit) lets it
-	// run, like the running jobs: with chaining disabled, a halt stops every
-	// job not yet started.
+	// else the chained job goes back to wait for its promotion. The chained
+	// job is leased in advance; lowering the key's limit or halting it
+	// (SetLimit) sends it back to wait unless it has started, which it may
+	// have if the job ahead returned as the change was made. With chaining
+	// disabled, a halt stops every job not yet started at once, at the cost
+	// of a round trip between a key's jobs. A client asks for chained jobs
+	// of a queue only while it hears the queue's changes of limit.
 	DisableChaining bool
 
 	// AllowUnknownKinds lets a client with Workers insert kinds it has no

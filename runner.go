@@ -39,6 +39,14 @@ type runner struct {
 	fullNow  context.CancelFunc
 	stopping bool // Stop waits for the executions: start no more
 
+	// The recalls of chained jobs heard (recall.go): by key, and when each
+	// queue's listener last rechecked; listening: the queues whose
+	// recalls are heard, the only ones asked for chained jobs.
+	recalls   map[recallKey]recall
+	rechecked map[string]time.Time
+	listening map[string]bool
+	listened  sync.WaitGroup // done as each queue's first try to listen ends
+
 	// recording are the outcomes handed to the completer and not recorded
 	// yet, each with its execution, gone from running: the heartbeat
 	// renews their leases until the call that records them has returned
@@ -145,8 +153,16 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	r.full, r.fullNow = context.WithCancel(context.Background())
 	r.recording = make(map[*batondriver.JobFinish]*execution)
+	r.recalls, r.rechecked, r.listening = make(map[recallKey]recall), make(map[string]time.Time), make(map[string]bool)
 	c.runner = r
 	r.loops.Add(1 + len(c.cfg.Queues) + len(c.cfg.PeriodicJobs))
+	if !c.cfg.DisableChaining {
+		r.loops.Add(len(c.cfg.Queues))
+		r.listened.Add(len(c.cfg.Queues))
+		for _, q := range c.cfg.Queues {
+			go r.recaller(q.Name)
+		}
+	}
 	go r.dispatch()
 	for _, q := range c.cfg.Queues {
 		go r.waker(q.Name)
@@ -308,6 +324,8 @@ func (r *runner) order() []string {
 // worker frees up, when a scheduled job comes due, and at the safety poll.
 func (r *runner) dispatch() {
 	defer r.loops.Done()
+	// The first fetches may chain jobs: not before the recalls are heard.
+	r.listened.Wait()
 	for r.fetchCtx.Err() == nil {
 		// Taken before the round: a worker freed during it wakes the next.
 		freed := r.slotChanged()
@@ -386,7 +404,7 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 		res, err := r.c.driver.JobFetch(ctx, &batondriver.JobFetchParams{
 			Queue: queue, Max: asked, LeaseTTL: r.cfg.LeaseTTL, RecoverDelay: r.cfg.RecoverDelay,
 			DeadRetention: r.cfg.DeadRetention, DroppedRetention: max(r.cfg.CompletedRetention, time.Millisecond),
-			Chain: r.chain(free - 1), // a worker left once this fetch leased one
+			Chain: r.chain(queue, free-1), // a worker left once this fetch leased one
 		})
 		cancel()
 		r.mu.Lock()
@@ -520,7 +538,9 @@ func (r *runner) leaseWait() time.Duration {
 // waits for the executions, and the chained ones then too (the outcome of
 // the job ahead would unchain them only once it returns), or whose job
 // ahead is not here (it returned before they came, or has a job chained
-// already). Given back, a job runs again at once, its attempt not counted.
+// already), or that a recall heard while the call was out names
+// (recall.go). Given back, a job runs again at once (a recalled one when
+// its key's limit lets it), its attempt not counted.
 //
 // The job ahead must be here under the lease the chain was made behind:
 // an execution of the same job under a later lease (its earlier one
@@ -555,7 +575,7 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 			continue
 		}
 		e := r.running[execKey{queue, row.After}]
-		if e == nil || !ahead(e.row, row) || e.next != nil || r.stopping {
+		if e == nil || !ahead(e.row, row) || e.next != nil || r.stopping || r.recalled(queue, row, sent) {
 			back = append(back, giveBack(row))
 			continue
 		}
@@ -749,19 +769,23 @@ func (r *runner) handoff() bool {
 	return len(r.cfg.Queues) == 1 && r.fetchCtx.Err() == nil
 }
 
-// chain reports whether a fetch or finish asks for chained jobs
+// chain reports whether a fetch or finish of queue asks for chained jobs
 // (batondriver.JobFetchParams.Chain): a job chained behind a running one
-// starts on its worker as soon as it returns. Not once Stop has begun nor
-// with Config.DisableChaining. A client working one queue always asks; one
+// starts on its worker as soon as it returns. Not once Stop has begun, nor
+// with Config.DisableChaining, nor while the client does not hear the
+// queue's recalls (recall.go). A client working one queue always asks; one
 // working several asks only if free, the workers that will be free when
 // the call has leased, is positive: a chained job then runs only while
 // another worker is free for the other queues (follow), and in a pool
 // with none it would go back unrun, its chaining and unchaining wasted.
-func (r *runner) chain(free int) bool {
+func (r *runner) chain(queue string, free int) bool {
 	if r.cfg.DisableChaining || r.fetchCtx.Err() != nil {
 		return false
 	}
-	return len(r.cfg.Queues) == 1 || free > 0
+	r.mu.Lock()
+	listening := r.listening[queue]
+	r.mu.Unlock()
+	return listening && (len(r.cfg.Queues) == 1 || free > 0)
 }
 
 // releaseSlots frees n workers handed to the completer and not used.
@@ -986,7 +1010,7 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 	// once a failed try has let them go (below), no try chains: they may
 	// have returned before it lands, and what it chained behind them would
 	// be given back.
-	chain := (slots > 0 || len(chained) > 0) && r.chain(r.spareWorkers())
+	chain := (slots > 0 || len(chained) > 0) && r.chain(queue, r.spareWorkers())
 	letGo := func() {
 		for _, c := range chained {
 			close(c.chainDone)

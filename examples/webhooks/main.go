@@ -238,9 +238,9 @@ func (a *admin) limitSet(customer, call string, old, n int, info *baton.KeyInfo,
 	case n > old:
 		a.Check(info.Holding == n || info.Parked == 0, "raising the limit started parked deliveries in the same step")
 	case n == 0:
-		fmt.Fprintln(a.out, "         halted: the running deliveries and those chained behind them finish, no other starts")
+		fmt.Fprintln(a.out, "         halted: the running deliveries finish, those chained behind them go back to wait, no other starts")
 	case n < old:
-		fmt.Fprintf(a.out, "         lowered: the running deliveries and those chained behind them finish, no other starts until under %d\n", n)
+		fmt.Fprintf(a.out, "         lowered: the running deliveries finish, those chained behind them go back to wait, no other starts until under %d\n", n)
 	}
 }
 

@@ -95,8 +95,8 @@ func (t *tracker) start(key, id string, fence int64) (returned func()) {
 		defer t.mu.Unlock()
 		k.running--
 		// The slot this return frees goes to a waiting job — or, while
-		// the key is halted, to none but the job chained behind it,
-		// leased before the halt.
+		// the key is halted, to none but a job chained behind it before
+		// the halt whose client had not heard of it yet.
 		if len(k.waiting) > 0 {
 			k.freed = now
 		}

@@ -1,0 +1,138 @@
+package baton
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/batondriver"
+)
+
+// Recalls of chained jobs (docs/concurrency.md, "Chained jobs"). A job
+// chained behind a running one is leased already, and starts on that job's
+// worker the moment its handler returns, with no call to the backend in
+// between: that is the point of chaining. So a limit lowered or a key
+// halted while it waits would not stop it. The backend tells every client
+// working the queue instead (batondriver.KeyDriver.KeyListen), and the
+// client gives back the chained jobs of the key it has not started: they
+// wait at the head of the key's parked jobs, and run when the limit lets
+// them. A client asks for chains in a queue only while it hears its
+// recalls.
+
+// recallKey names a concurrency key of a queue.
+type recallKey struct{ queue, key string }
+
+// recall is a recall heard: chained jobs of its key with a fence no higher
+// go back. Kept for recallMemory, for the calls in flight as it came.
+type recall struct {
+	fence int64
+	at    time.Time
+}
+
+// recallMemory is how long a recall is kept for the chained jobs that
+// calls sent before it bring: no call waits for its reply longer than
+// maxLeaseWait.
+const recallMemory = 2 * maxLeaseWait
+
+// recaller hears queue's recalls until Stop begins, and lets the
+// dispatcher and the completer ask for chained jobs of the queue while it
+// does.
+//
+// Each try to listen waits for the backend at most leaseWait, and the
+// first one holds up the dispatcher's first fetch (it could chain jobs),
+// so that a client started on a reachable backend chains from the start.
+func (r *runner) recaller(queue string) {
+	defer r.loops.Done()
+	first := true
+	tried := func() {
+		if first {
+			first = false
+			r.listened.Done()
+		}
+	}
+	defer tried() // Stop may begin before the first try
+	backoff := 10 * time.Millisecond
+	for r.fetchCtx.Err() == nil {
+		ctx, cancel := context.WithTimeout(r.fetchCtx, r.leaseWait())
+		l, err := r.c.driver.KeyListen(ctx, &batondriver.QueueParams{Queue: queue})
+		cancel()
+		tried()
+		if err != nil {
+			if r.fetchCtx.Err() != nil {
+				return
+			}
+			r.log.Warn("baton: cannot listen for recalls of chained jobs; not chaining jobs meanwhile", "queue", queue, "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-r.fetchCtx.Done():
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		r.mu.Lock()
+		r.listening[queue] = true
+		r.mu.Unlock()
+		for {
+			select {
+			case n := <-l.C():
+				r.recall(queue, n)
+				continue
+			case <-r.fetchCtx.Done():
+			}
+			break
+		}
+		l.Close()
+	}
+}
+
+// recall gives back the chained jobs n recalls that have not started
+// (the ones in calls still in flight are given back as they come: see
+// recalled).
+func (r *runner) recall(queue string, n batondriver.KeyNotice) {
+	now := time.Now()
+	var rows []*JobRow
+	r.mu.Lock()
+	if n.Recheck {
+		r.rechecked[queue] = now
+	} else {
+		for k, rc := range r.recalls {
+			if now.Sub(rc.at) > recallMemory {
+				delete(r.recalls, k)
+			}
+		}
+		k := recallKey{queue, n.Key}
+		r.recalls[k] = recall{fence: max(n.Fence, r.recalls[k].fence), at: now}
+	}
+	for _, e := range r.running {
+		if e.queue == queue && e.next != nil && (n.Recheck || e.next.Key == n.Key && e.next.Fence <= n.Fence) {
+			rows = append(rows, e.next)
+			e.next = nil
+		}
+	}
+	r.mu.Unlock()
+	if len(rows) == 0 {
+		return
+	}
+	// Each goes back to the head of its key's parked jobs: the last
+	// leased first, so that they keep the order they were leased in.
+	slices.SortFunc(rows, func(a, b *JobRow) int { return cmp.Compare(b.Fence, a.Fence) })
+	back := make([]*batondriver.JobFinish, len(rows))
+	for i, row := range rows {
+		back[i] = giveBack(row)
+	}
+	r.log.Info("baton: the limit of a key was lowered; giving back the jobs chained behind its running ones",
+		"queue", queue, "key", n.Key, "jobs", len(back))
+	r.finish(queue, back, 0, nil, nil)
+}
+
+// recalled reports whether the chained job row, leased by a call of queue
+// sent at sent, was recalled while the call was out. r.mu is held.
+func (r *runner) recalled(queue string, row *JobRow, sent time.Time) bool {
+	if at, ok := r.rechecked[queue]; ok && sent.Before(at) {
+		return true
+	}
+	rc, ok := r.recalls[recallKey{queue, row.Key}]
+	return ok && row.Fence <= rc.fence
+}
