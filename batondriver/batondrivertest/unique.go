@@ -430,6 +430,56 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireKeyFree(u)
 	})
 
+	// A job unique while running takes its key when it starts only from
+	// no claim, or from a twin unique while running: a live claim of
+	// another scope stays with its job, while the job runs and after it
+	// ends — a period's (a throttle, its job completed or still
+	// scheduled), a queued twin's, a twin's until done (queued, or running
+	// beside it).
+	later := runAtTime(time.Now().Add(time.Hour))
+	for _, c := range []struct {
+		name  string
+		scope batondriver.UniqueScope
+		make  func(f *jobFixture) *batondriver.JobRow
+	}{
+		{"PeriodOfCompleted", inPeriod, func(f *jobFixture) *batondriver.JobRow {
+			p := f.runTwin(uniqueJob(u, inPeriod, reject))
+			f.complete(p)
+			return p
+		}},
+		{"PeriodOfScheduled", inPeriod, func(f *jobFixture) *batondriver.JobRow {
+			return f.insertIn(scheduled, uniqueJob(u, inPeriod, reject, later))
+		}},
+		{"Queued", queued, func(f *jobFixture) *batondriver.JobRow {
+			return f.insertIn(scheduled, uniqueJob(u, queued, reject, later))
+		}},
+		{"UntilDoneQueued", untilDone, func(f *jobFixture) *batondriver.JobRow {
+			return f.insertIn(scheduled, uniqueJob(u, untilDone, reject, later))
+		}},
+		{"UntilDoneRunning", untilDone, func(f *jobFixture) *batondriver.JobRow {
+			// Inserted before it runs: a twin unique while running,
+			// inserted while it runs, would be its duplicate.
+			return f.insertIn(available, uniqueJob(u, untilDone, reject))
+		}},
+	} {
+		t.Run("RunningStartLeavesClaimOf"+c.name, func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			h := c.make(f)
+			f.insertIn(available, uniqueJob(u, inRunning, reject))
+			got := f.fetch(2).Jobs
+			r := got[len(got)-1]
+			require.Equal(t, inRunning, r.UniqueScope, "the job unique while running runs")
+			requireHeld := func(when string) {
+				t.Helper()
+				_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, c.scope, reject))
+				require.Equal(t, "duplicate of "+h.ID, reason, "%s: the claim of %s", when, c.name)
+			}
+			requireHeld("while the job unique while running runs")
+			f.complete(r)
+			requireHeld("once it completed")
+		})
+	}
+
 	t.Run("GiveBackClaimsAsQueued", func(t *testing.T) {
 		// A job given back (JobFinish.GiveBack) is queued as if never
 		// leased: unique while running, its claim ends, and a twin of
@@ -473,18 +523,18 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 	}
 
 	t.Run("LapseOfReplacedPeriodClaimLeavesTheNewClaim", func(t *testing.T) {
-		// A period claim replaced before it lapsed (here by a job unique
-		// while running that started) is gone: its lapse, swept by a
-		// fetch, takes nothing from the claim that replaced it.
+		// A period claim replaced before it lapsed (here by the insert of a
+		// twin unique while queued, which its running job does not conflict
+		// with) is gone: its lapse, swept by a fetch, takes nothing from
+		// the claim that replaced it.
 		f := newJobFixture(t, newDriver)
 		const period = 50 * time.Millisecond
-		f.insertIn(scheduled, uniqueJob(u, inPeriod, reject, runAtTime(time.Now().Add(time.Hour)),
-			func(j *batondriver.JobInsert) { j.Unique.Period = period }))
-		b := f.runTwin(uniqueJob(u, inRunning, reject))
+		f.runTwin(uniqueJob(u, inPeriod, reject, func(j *batondriver.JobInsert) { j.Unique.Period = period }))
+		b := f.insertIn(scheduled, uniqueJob(u, queued, reject, runAtTime(time.Now().Add(time.Hour))))
 		time.Sleep(2 * period)
 		require.Empty(t, f.fetch(1).Jobs)
-		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, inRunning, reject))
-		require.Equal(t, "duplicate of "+b.ID, reason, "the running job holds the key")
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, queued, reject))
+		require.Equal(t, "duplicate of "+b.ID, reason, "the queued job holds the key")
 	})
 
 	t.Run("DeleteReleasesClaim", func(t *testing.T) {

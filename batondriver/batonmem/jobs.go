@@ -681,8 +681,9 @@ func (q *queueState) lease(max int, ttl time.Duration, now time.Time, since uint
 
 // start leases j, in no state, until until: running, its attempt counted
 // and started now, a fresh lease, a keyed job's next fence, its unique
-// claim taken (running scope) or given up (queued scope). A chained job's
-// After is set beforehand, so that it enters running never to expire.
+// claim taken (running scope, see claimRunning) or given up (queued scope).
+// A chained job's After is set beforehand, so that it enters running never
+// to expire.
 func (q *queueState) start(j *job, until, now time.Time) {
 	j.row.Attempt++
 	j.row.AttemptedAt = now
@@ -693,11 +694,45 @@ func (q *queueState) start(j *job, until, now time.Time) {
 	}
 	switch j.row.UniqueScope {
 	case batondriver.UniqueRunning:
-		q.claim(j, now)
+		q.claimRunning(j, now)
 	case batondriver.UniqueQueued:
 		q.unclaim(j)
 	}
 	q.add(j, batondriver.JobStateRunning)
+}
+
+// claimRunning claims the unique key of j, unique while running, as j
+// starts, unless a live claim of another scope holds the key: that claim
+// stays with its job, and j runs without one. A twin unique while running
+// that started before j gives its claim up to j (a job chained behind its
+// twin runs after it), and a claim whose job left its scope's states (none
+// should be left) is taken over.
+func (q *queueState) claimRunning(j *job, now time.Time) {
+	if c := q.claimOf(j.row.Unique, now); c != nil && q.outlives(c) {
+		return
+	}
+	q.claim(j, now)
+}
+
+// outlives reports whether live claim c holds its key against a job unique
+// while running that starts: a period's, until it lapses (claimOf forgets
+// it then), or that of a job unique while queued or until done while it is
+// in its scope's states.
+func (q *queueState) outlives(c *claim) bool {
+	if !c.until.IsZero() {
+		return true
+	}
+	t := q.jobs[c.id]
+	if t == nil {
+		return false
+	}
+	switch t.row.UniqueScope {
+	case batondriver.UniqueQueued:
+		return queued(t.row.State)
+	case batondriver.UniqueUntilDone:
+		return queued(t.row.State) || t.row.State == batondriver.JobStateRunning
+	}
+	return false
 }
 
 // rows returns copies of the rows of the jobs of each list, in order; nil

@@ -50,8 +50,9 @@
 -- Unless the queue is paused or the caller gave up (ARGV[8]), up to n
 -- available jobs are then leased (first, jobs an older version left in its
 -- sorted set move to the lists: LEGACY in joblib.lua); a keyed job gets its key's next fencing
--- token, and a job unique while running claims its unique key (one unique
--- while queued gives it up). Jobs made available by steps 1 and 2 and not
+-- token, and a job unique while running claims its unique key unless a
+-- live claim of another scope holds it (one unique while queued gives it
+-- up: start_claims in joblib.lua). Jobs made available by steps 1 and 2 and not
 -- leased here wake other fetchers; when no job is left available, the wake
 -- list is deleted.
 local max, ttl, delay = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -821,13 +821,33 @@ local function chained_lease(ahead_lease, id)
   return string.sub(redis.sha1hex(ahead_lease .. ':' .. id), 1, LEASE_LEN)
 end
 
--- The unique claims of job id, whose fields are in v, as it starts: taken
--- (running scope) or given up (queued scope).
-local function start_claims(id, v)
-  if v[FI.uscope] == 'running' then
-    claim(v[FI.ukey], id, 0)
-  elseif v[FI.uscope] == 'queued' then
-    unclaim(v[FI.ukey], id)
+-- Whether claim c, live at the start of a job unique while running, holds
+-- its key against it: a period's, until it lapses (claim_of forgets it
+-- then), or that of a job unique while queued or until done while it is in
+-- its scope's states. A twin unique while running that started before
+-- gives its claim up to the job starting (a job chained behind its twin
+-- runs after it), and a claim whose job left its scope's states (none
+-- should be left) is taken over.
+local function outlives(c)
+  local expiry, _, id = claim_parts(c)
+  if expiry > 0 then return true end
+  local v = redis.call('HMGET', J .. id, 'uscope', 'state')
+  if v[1] == 'queued' then return QUEUED[v[2]] == true end
+  if v[1] == 'until_done' then return QUEUED[v[2]] == true or v[2] == 'running' end
+  return false
+end
+
+-- The unique claims of job id, whose fields are in v, as it starts at
+-- server ms now: given up (queued scope), or taken (running scope) unless
+-- a live claim of another scope holds the key (outlives): that claim
+-- stays with its job, and this one runs without one.
+local function start_claims(id, v, now)
+  local u, scope = v[FI.ukey], v[FI.uscope]
+  if scope == 'running' then
+    local c = claim_of(u, now)
+    if not (c and outlives(c)) then claim(u, id, 0) end
+  elseif scope == 'queued' then
+    unclaim(u, id)
   end
 end
 
@@ -838,7 +858,7 @@ end
 -- more fields to write, or nil. Updates v and writes the job with one HSET.
 local function start(key, id, v, l, snow, suntil, fence, extra, claimed)
   local attempt = int(tonumber(v[FI.attempt]) + 1)
-  if not claimed then start_claims(id, v) end
+  if not claimed then start_claims(id, v, tonumber(snow)) end
   -- The fields go to HSET directly, without a table (see update): this
   -- runs for every job leased.
   v[FI.state], v[FI.attempt], v[FI.attempted], v[FI.lease], v[FI.lease_until] = 'running', attempt, snow, l, suntil
@@ -1066,8 +1086,9 @@ end
 -- to the caller: each gets the next LEASE_LEN characters of leases as its
 -- lease, lasting ttl ms from now, its attempt counted, and, if keyed, the
 -- queue's next fencing token; a job unique while running claims its unique
--- key, one unique while queued gives it up. Appends each job's ID and
--- fields to out.
+-- key unless a live claim of another scope holds it, one unique while
+-- queued gives it up (start_claims). Appends each job's ID and fields to
+-- out.
 --
 -- The jobs this script made available, in batch, come after those already
 -- in the available lists in fetch order (they arrive later), so the lists'
@@ -1216,7 +1237,7 @@ local function lease(out, max, ttl, leases, now, last, bands, batch, chain, hand
         local own = fence
         -- Its claims first: a twin chained behind it, which runs after it,
         -- then holds a claim they share (behind runs before start).
-        start_claims(id, v)
+        start_claims(id, v, now)
         start(key, id, v, l, snow, suntil, own, behind(id, l, v[FI.key], until_), true)
       else
         start(key, id, v, l, snow, suntil)
