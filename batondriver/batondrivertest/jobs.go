@@ -441,6 +441,32 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		}
 	})
 
+	// So too for a job whose lease a fetch takes back and retries after
+	// RecoverDelay, whether the fetch leases (Max 1) or only keeps the
+	// queue (Max 0, a pool with every worker busy): nobody knew of it as
+	// scheduled. One due after the earliest wakes nobody.
+	t.Run("RecoveredRetryScheduledEarliestWakes", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(3 * time.Hour) }))
+		expire := func() {
+			t.Helper()
+			f.insertOne(newJob())
+			require.Len(t, f.fetchP(batondriver.JobFetchParams{Max: 1, LeaseTTL: 50 * time.Millisecond}).Jobs, 1)
+		}
+		for i, max := range []int{1, 0} {
+			expire()
+			delay := 2*time.Hour - time.Duration(i)*time.Minute
+			f.requireWakes(fmt.Sprintf("a lease taken back by a fetch of Max %d, retried before every other job", max), func() {
+				f.recover(batondriver.JobFetchParams{Max: max, LeaseTTL: 10 * time.Second, RecoverDelay: delay})
+			})
+		}
+		expire()
+		f.drainWakes()
+		f.recover(batondriver.JobFetchParams{Max: 1, LeaseTTL: 10 * time.Second, RecoverDelay: 4 * time.Hour})
+		require.Zero(t, f.takeWakes(), "a recovered lease retried after the earliest scheduled job woke a fetcher")
+		f.counts(4, 0, 0, 0, 0, 0)
+	})
+
 	t.Run("DeadRetentionSweepsDeadSet", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		rows := f.insert(newJob(), newJob())

@@ -407,6 +407,32 @@ func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		require.GreaterOrEqual(t, second, timeout-20*time.Millisecond, "one promotion woke two fetchers")
 	})
 
+	// A fetch that takes back an expired lease frees its slot and promotes
+	// the key's next parked job: a fetch that leases it wakes nobody for
+	// it, one that does not (Max 0, a pool with every worker busy) wakes
+	// one fetcher. The job taken back is parked again behind it
+	// (RecoverDelay 0), which wakes nobody.
+	t.Run("PromotionByTakeBackWakes", func(t *testing.T) {
+		for _, max := range []int{0, 1} {
+			t.Run(fmt.Sprint("Max", max), func(t *testing.T) {
+				f := newJobFixture(t, newDriver)
+				k := key("k")
+				a := f.hold(k, 1, 50*time.Millisecond)
+				b := f.insertIn(parked, keyJob(k, 1))
+				f.drainWakes()
+				res := f.recover(batondriver.JobFetchParams{Max: max, LeaseTTL: 10 * time.Second})
+				f.requireState(parked, a.ID)
+				if max == 0 {
+					f.requireState(available, b.ID)
+					require.Equal(t, 1, f.takeWakes(), "wake tokens for the job a take-back promoted")
+					return
+				}
+				require.Equal(t, []string{b.ID}, ids(res.Jobs), "the fetch leases the job it promotes")
+				require.Zero(t, f.takeWakes(), "the job a fetch promoted and leased woke a fetcher")
+			})
+		}
+	})
+
 	t.Run("NoQueueJumping", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

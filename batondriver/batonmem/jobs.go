@@ -457,7 +457,7 @@ func (q *queueState) earliest() time.Time {
 // newEarliest reports whether q's first scheduled job is due before
 // before, the earliest run time before a call (zero: none). Such a job
 // wakes a fetcher, so that it learns the new NextRunAt instead of sleeping
-// through it — whichever process inserted or finished it.
+// through it — whichever process inserted, finished or took it back.
 func (q *queueState) newEarliest(before time.Time) bool {
 	at := q.earliest()
 	return !at.IsZero() && (before.IsZero() || at.Before(before))
@@ -548,7 +548,9 @@ func (q *queueState) conflict(queue string, u *batondriver.JobUnique, in *batond
 // runs again or is dead. Unless the queue is paused, jobs it made available
 // and did not lease wake other fetchers, and a fetch that empties the
 // available jobs drops the queue's unclaimed wake tokens: nobody would find
-// a job. With Chain, the jobs chained behind the leased ones (see chain)
+// a job. A job it schedules (a lease taken back, retried after
+// RecoverDelay) due before every job scheduled as it began wakes one,
+// paused or not (see newEarliest). With Chain, the jobs chained behind the leased ones (see chain)
 // follow them in Jobs, with fences after theirs; they neither count toward
 // Max nor change More. A job chained behind an expired lease goes back to
 // its key's parked jobs first and is not counted in Recovered.
@@ -576,6 +578,7 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 	since := q.seq // jobs that enter a state from here on entered it in this call
 	made := 0      // jobs made available
 	scheduled := q.states[batondriver.JobStateScheduled]
+	earliest := q.earliest() // of the scheduled jobs as the call began
 	for range fetchBatch {
 		j := scheduled.first()
 		if j == nil || j.row.RunAt.After(now) {
@@ -631,8 +634,17 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 	if j := scheduled.first(); j != nil {
 		res.NextRunAt = j.row.RunAt
 	}
+	// A job this call scheduled (a lease taken back, retried after
+	// RecoverDelay) due before every job scheduled as it began wakes one
+	// fetcher, as an insert's or an outcome's does: nobody else knows it.
+	// One due as it began (a due job its on-busy policy rescheduled) is
+	// known to every fetcher that knew that job's RunAt, and they fetch now.
+	earlier := q.newEarliest(earliest)
 	if q.paused {
 		res.Paused = true
+		if earlier {
+			q.wake(1)
+		}
 		return res, nil
 	}
 
@@ -657,6 +669,9 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 	if promoted > 0 {
 		res.More = true
 		q.wake(promoted)
+	}
+	if earlier { // after the tokens were dropped
+		q.wake(1)
 	}
 	return res, nil
 }

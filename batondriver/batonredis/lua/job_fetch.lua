@@ -54,7 +54,8 @@
 -- live claim of another scope holds it (one unique while queued gives it
 -- up: start_claims in joblib.lua). Jobs made available by steps 1 and 2 and not
 -- leased here wake other fetchers; when no job is left available, the wake
--- list is deleted.
+-- list is deleted. A job step 2 schedules before every job scheduled as the
+-- call began wakes one fetcher, paused or not, as an outcome's does.
 local max, ttl, delay = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local waits = tonumber(ARGV[8])
@@ -70,6 +71,7 @@ local unsettled = settle(avail, now, KEYS, FIRST_JOB_KEY + (rec and 1 or 0), ARG
 -- it is also the earliest run_at to report.
 local head = redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')
 local next_run_at = tonumber(head[2]) or false
+local first_run_at = next_run_at -- the queue's earliest as the call began
 local due = {}
 if next_run_at and next_run_at <= now then
   due = redis.call('ZRANGE', S, '-inf', now, 'BYSCORE', 'LIMIT', 0, BATCH, 'WITHSCORES')
@@ -179,10 +181,19 @@ end
 if s_changed then
   next_run_at = tonumber(redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')[2]) or false
 end
+-- A job this call scheduled (a lease taken back, retried after the recover
+-- delay) due before every job scheduled as it began wakes one fetcher, as
+-- an insert's or an outcome's does (schedule in joblib.lua): nobody else
+-- knows it. One due when it began (a due job, rescheduled by its on-busy
+-- policy) is known to every fetcher that knew that job's run_at, and they
+-- fetch now.
+local earlier = 0
+if next_run_at and (not first_run_at or next_run_at < first_run_at) then earlier = 1 end
 
 local paused, fence, bands = read_meta(max)
 if paused then
   flush_available(avail)
+  wake(earlier)
   return {now, 1, #expired, next_run_at, 0, unsettled}
 end
 
@@ -198,4 +209,5 @@ if promoted > 0 then -- by the chains (see chain_next), after the lease
   out[5] = 1
   wake(promoted)
 end
+wake(earlier) -- after the DEL of W
 return out
