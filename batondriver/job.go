@@ -45,12 +45,14 @@ type JobDriver interface {
 	// made available, not all of them: each call that makes jobs available
 	// leaves one wake token per job it leaves available, none for a job it
 	// leases itself (a fetch, or a finish with Fetch, may lease jobs it
-	// admitted or promoted). A call that schedules a job due before every
-	// job scheduled as the call began, or the first — an insert, an
-	// outcome, a fetch that takes back an expired lease and retries it
-	// after RecoverDelay — leaves one token more, so that a waiter learns
-	// the new NextRunAt. It is a hint: the caller fetches and may find
-	// nothing.
+	// admitted or promoted). A call that makes the queue's earliest
+	// scheduled run time earlier than it was as the call began, or
+	// schedules the first — an insert, an outcome, a fetch that takes back
+	// an expired lease and retries it after RecoverDelay, a debounce that
+	// moves a job — leaves one token more, so that a waiter learns the new
+	// NextRunAt; a job due at the earliest's very run time, as the backend
+	// stores it, leaves none: the fetchers that learnt that time wake then.
+	// It is a hint: the caller fetches and may find nothing.
 	JobWait(ctx context.Context, p *JobWaitParams) error
 
 	// JobExtend renews the leases of running jobs. It reports the jobs whose

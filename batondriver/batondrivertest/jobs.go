@@ -467,6 +467,49 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		f.counts(4, 0, 0, 0, 0, 0)
 	})
 
+	// A fetcher sleeps until the earliest run time it learnt: a job due at
+	// that very time, or a job due then moved later (a debounce), changes
+	// nothing it needs to know, and wakes nobody, whether inserted,
+	// scheduled by an outcome or moved. A job due a millisecond before
+	// wakes one. (Times are whole milliseconds, as every backend stores
+	// them.)
+	t.Run("ScheduledAtTheEarliestWakesNobody", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+		dueAt := func(at time.Time, set ...func(j *batondriver.JobInsert)) *batondriver.JobInsert {
+			return withJob(func(j *batondriver.JobInsert) {
+				j.RunAt = at
+				for _, s := range set {
+					s(j)
+				}
+			})
+		}
+		f.insert(dueAt(at), newJob())
+		r := f.fetchOne(10 * time.Second)
+		require.Empty(t, f.fetch(1).Jobs) // drops the insert's wake-ups
+		f.insertOne(dueAt(at))
+		require.Zero(t, f.takeWakes(), "a job inserted due at the earliest's time woke a fetcher")
+		f.done(r, batondriver.JobOutcomeRetry, at)
+		require.Zero(t, f.takeWakes(), "a retry due at the earliest's time woke a fetcher")
+
+		// A debounced job, the queue's earliest, moved later: nobody
+		// oversleeps it. Moved before the earliest, it wakes one.
+		u := uniqueKey(t)
+		sooner := at.Add(-time.Minute)
+		d := f.insertOne(dueAt(sooner, uniq(u, untilDone, replace)))
+		f.drainWakes()
+		row, _ := f.insertAs(batondriver.JobReplaced, dueAt(sooner.Add(30*time.Second), uniq(u, untilDone, replace)))
+		require.Equal(t, d.ID, row.ID)
+		require.Zero(t, f.takeWakes(), "the earliest job, moved later, woke a fetcher")
+		f.requireWakes("a job moved before every other", func() {
+			f.insertAs(batondriver.JobReplaced, dueAt(sooner.Add(-time.Second), uniq(u, untilDone, replace)))
+		})
+		f.requireWakes("a job inserted due a millisecond before the earliest", func() {
+			f.insertOne(dueAt(sooner.Add(-time.Second - time.Millisecond)))
+		})
+		f.counts(5, 0, 0, 0, 0, 0)
+	})
+
 	t.Run("DeadRetentionSweepsDeadSet", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		rows := f.insert(newJob(), newJob())

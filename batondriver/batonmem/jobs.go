@@ -457,7 +457,9 @@ func (q *queueState) earliest() time.Time {
 // newEarliest reports whether q's first scheduled job is due before
 // before, the earliest run time before a call (zero: none). Such a job
 // wakes a fetcher, so that it learns the new NextRunAt instead of sleeping
-// through it — whichever process inserted, finished or took it back.
+// through it — whichever process inserted, finished or took it back. A job
+// due at before itself, or the first job moved later, wakes nobody: the
+// fetchers that learnt before wake then anyway (as on Redis).
 func (q *queueState) newEarliest(before time.Time) bool {
 	at := q.earliest()
 	return !at.IsZero() && (before.IsZero() || at.Before(before))

@@ -22,7 +22,8 @@
 -- than the insert's: nothing is stored or changed. A job whose run_at is not
 -- after now is admitted (docs/concurrency.md) with run_at = now; one waiting
 -- fetcher is woken per job made available (at most 64), and one more if a
--- scheduled job is now the queue's earliest.
+-- job scheduled or moved here makes the queue's earliest run_at earlier
+-- (schedule in joblib.lua).
 local DUPLICATE, REPLACED, REJECTED, UNREPLACED = 5, 6, 7, 8
 local PER_JOB = 15
 local now = now_ms()
@@ -37,8 +38,9 @@ if #ARGV > njobs * PER_JOB then
 end
 local snow = int(now)
 local out, rows = {now}, {}
--- sched lists {run_at, id, ...} to add to S at the end; pending maps the
--- ID of a job scheduled here to the index of its run_at there.
+-- sched lists {run_at, id, ...} to add to S, or move in S, at the end;
+-- pending maps the ID of a job scheduled or moved here to the index of its
+-- run_at there.
 local sched, pending, avail = {}, {}, new_batch()
 for i = FIRST_JOB_KEY, #KEYS do
   local a = (i - FIRST_JOB_KEY) * PER_JOB
@@ -65,12 +67,13 @@ for i = FIRST_JOB_KEY, #KEYS do
         if run_at > now and tv[FI.state] == 'scheduled' then
           put(t, 'run_at', int(run_at))
           if pending[twin_id] then
-            -- Scheduled by this call: not in S yet, its entry moves.
+            -- Scheduled or moved by this call already: its entry moves.
             sched[pending[twin_id]] = run_at
           else
-            redis.call('ZADD', S, run_at, twin_id)
+            -- Moved in S by schedule(), which reads S's head first.
             sched[#sched + 1] = run_at
-            sched[#sched + 1] = false -- only for the earliest-run_at check
+            sched[#sched + 1] = twin_id
+            pending[twin_id] = #sched - 1
           end
         end
         update(J .. twin_id, tv, t)

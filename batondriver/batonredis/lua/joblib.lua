@@ -162,25 +162,22 @@ local function zadd(key, t)
   end
 end
 
--- Add the jobs of sched, {run_at, id, ...}, to S (an id false only counts
--- its run_at: a job already in S, moved there by the caller). Returns 1 if
--- one of them is due no later than every job S held besides, else 0: such
--- a job wakes a fetcher, so that every process waiting on the queue learns
--- the new earliest run_at instead of sleeping through it, not only the
--- caller.
+-- Add the jobs of sched, {run_at, id, ...}, to S, or move them there (a
+-- job in S already: a debounce), each id once. Returns 1 if the queue's
+-- earliest run_at is now before the one it had (S's head before the call
+-- changes S), or S had none, else 0: such a job wakes a fetcher, so that
+-- every process waiting on the queue learns the new earliest run_at
+-- instead of sleeping through it, not only the caller. A job due at the
+-- earliest's very run_at, or the earliest job moved later, changes nothing
+-- a fetcher must learn: it wakes nobody. (job_fetch.lua applies the same
+-- rule to the jobs it schedules.)
 local function schedule(sched)
   if #sched == 0 then return 0 end
   local first = redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')
-  local earliest, add = math.huge, {}
-  for i = 1, #sched, 2 do
-    earliest = math.min(earliest, sched[i])
-    if sched[i + 1] then
-      add[#add + 1] = sched[i]
-      add[#add + 1] = sched[i + 1]
-    end
-  end
-  zadd(S, add)
-  if #first == 0 or earliest <= tonumber(first[2]) then return 1 end
+  local earliest = math.huge
+  for i = 1, #sched, 2 do earliest = math.min(earliest, sched[i]) end
+  zadd(S, sched)
+  if #first == 0 or earliest < tonumber(first[2]) then return 1 end
   return 0
 end
 
