@@ -16,19 +16,7 @@ local state, k = v[1], v[2]
 if not state then return NOT_FOUND end
 if state == 'running' then return RUNNING end
 local avail = new_batch()
-if state == 'available' then
-  -- LEGACY: one an older version left in its sorted set is there until a
-  -- fetch moves it.
-  if redis.call('LREM', A .. v[4], 1, id) == 0 then redis.call('ZREM', legacy_set(), id) end
-  release(avail, id, k)
-else
-  redis.call('ZREM', state_set(state), id)
-  if state == 'parked' then
-    redis.call('LREM', K .. k .. ':p', 1, id)
-    redis.call('ZINCRBY', KI, 1, k) -- one fewer parked
-    promote(avail, k)
-  end
-end
+unqueue(avail, id, state, k, v[4])
 unclaim(v[3], id)
 redis.call('DEL', key)
 wake(flush_available(avail))

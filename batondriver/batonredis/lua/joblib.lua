@@ -655,6 +655,27 @@ local function release(batch, id, k)
   if redis.call('SREM', K .. k .. ':h', id) == 1 then promote(batch, k) end
 end
 
+-- Take job id, not running, out of state, its key k and priority prio
+-- (from its hash): an available job leaves its list by LREM (which reads
+-- the list up to it), freeing its key's slot; a parked one leaves its
+-- key's parked list; either promotes the key's parked jobs into batch.
+-- The caller writes the job's new state, or deletes it.
+local function unqueue(batch, id, state, k, prio)
+  if state == 'available' then
+    -- LEGACY: one an older version left in its sorted set is there until a
+    -- fetch moves it.
+    if redis.call('LREM', A .. prio, 1, id) == 0 then redis.call('ZREM', legacy_set(), id) end
+    release(batch, id, k)
+    return
+  end
+  redis.call('ZREM', state_set(state), id)
+  if state == 'parked' then
+    redis.call('LREM', K .. k .. ':p', 1, id)
+    redis.call('ZINCRBY', KI, 1, k) -- one fewer parked
+    promote(batch, k)
+  end
+end
+
 -- The server ms that a run_at argument names: "+d" is d ms after now (a
 -- delay counted on the server's clock), anything else ms since the epoch
 -- ("0": now).
