@@ -28,8 +28,9 @@ type JobDriver interface {
 	JobInsert(ctx context.Context, p *JobInsertParams) (*JobInsertResult, error)
 
 	// JobFetch first admits due scheduled jobs and takes back the jobs
-	// whose leases expired (their attempt counted: retried or dead; their
-	// key slots freed and parked jobs promoted), each in bounded number,
+	// whose leases expired (their attempt counted: retried or dead, or
+	// cancelled if a cancel was requested; their key slots freed and
+	// parked jobs promoted), each in bounded number,
 	// then leases up to Max available jobs to the caller in order
 	// (priority, then arrival), unless the queue is paused. A keyed job's
 	// lease carries the key's next fencing token. A backend that may run a
@@ -62,15 +63,17 @@ type JobDriver interface {
 
 	// JobFinish records the outcome of leased jobs: completed, retry at a
 	// time, snoozed (retry without counting the attempt), cancelled, dead,
-	// or again (a new run). A keyed job's slot is freed and parked jobs of
-	// its key promoted in the same step. An outcome whose lease is no
-	// longer held is ignored and reported stale: a late owner never
-	// overwrites a newer state. Its Fetch and Chain lease nothing in a call
-	// run after ctx's deadline, and what a call that returned an error
-	// leased is given back, as for JobFetch; the outcomes are recorded. A
-	// finish with no outcomes records nothing, leases as a fetch if Fetch is
-	// set, and gives back what the instance's lost calls to the queue
-	// leased (a client's Stop makes one per queue for that).
+	// or again (a new run); any of them but completed ends cancelled a job
+	// whose cancel was requested (JobCancel). A keyed job's slot is freed
+	// and parked jobs of its key promoted in the same step. An outcome
+	// whose lease is no longer held is ignored and reported stale: a late
+	// owner never overwrites a newer state. Its Fetch and Chain lease
+	// nothing in a call run after ctx's deadline, and what a call that
+	// returned an error leased is given back, as for JobFetch; the
+	// outcomes are recorded. A finish with no outcomes records nothing,
+	// leases as a fetch if Fetch is set, and gives back what the
+	// instance's lost calls to the queue leased (a client's Stop makes one
+	// per queue for that).
 	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
 
 	// JobGet returns one job, or ErrJobNotFound.
@@ -90,6 +93,29 @@ type JobDriver interface {
 	// JobDelete removes a job that is not running, freeing its key slot or
 	// its place in its key's parked queue.
 	JobDelete(ctx context.Context, p *JobGetParams) error
+
+	// JobCancel cancels a job for an admin. A scheduled, parked or
+	// available job ends cancelled at once, Reason recorded as its error,
+	// freeing its key slot or its place among its key's parked jobs and
+	// promoting in the same step, and releasing its unique claim as a
+	// cancelled job does. A running job gets a cancel request, stored with
+	// it (CancelRequestedAt; a second request keeps the first): JobExtend
+	// reports it to the lease's holder (CancelRequested), which should
+	// stop the handler, and every outcome recorded for the job but
+	// completed ends it cancelled instead — a failure, a snooze, an again,
+	// a dead, a give-back (JobFinish.GiveBack) — its error Reason followed
+	// by the outcome's own ("reason: error"); a completed outcome stands
+	// (the handler finished before it noticed). A job chained behind it
+	// takes over its slot as after any outcome, or goes back to its key's
+	// parked jobs with the give-back's unchaining, and is not lost. A
+	// request is never lost with the lease either: a job taken back (its
+	// lease expired, or a call whose reply was lost gave it back) ends
+	// cancelled rather than running again, as does a chained job put back
+	// unrun. Completed, cancelled, dead and dropped jobs cannot be
+	// cancelled: an error wrapping ErrBadParams names the state. The
+	// result is the job after the call: cancelled, or running with
+	// CancelRequestedAt set.
+	JobCancel(ctx context.Context, p *JobCancelParams) (*JobRow, error)
 
 	// QueueStats counts a queue's jobs by state.
 	QueueStats(ctx context.Context, p *QueueParams) (*QueueStatsResult, error)
@@ -192,6 +218,11 @@ type JobRow struct {
 	// "" for every other job, and for a chained job once the outcome of
 	// the job ahead is recorded.
 	After string
+	// CancelRequestedAt is when JobCancel asked a running job to stop;
+	// zero if never. A job that completed before its handler noticed
+	// keeps it; one that ended cancelled does not (it is ended, and a
+	// retry runs it anew).
+	CancelRequestedAt time.Time
 }
 
 // AttemptError is the error of one failed attempt.
@@ -354,6 +385,11 @@ type JobExtendParams struct {
 type JobExtendResult struct {
 	// Lost are the IDs whose leases were no longer held.
 	Lost []string
+	// CancelRequested are the IDs, among those whose leases were renewed,
+	// of the jobs an admin asked to cancel (JobCancel): their handlers
+	// should stop. Reported at every renewal until the outcome is
+	// recorded.
+	CancelRequested []string
 	// Now is the backend's time of the extension.
 	Now time.Time
 }
@@ -471,6 +507,48 @@ type JobFinishResult struct {
 type JobGetParams struct {
 	Queue string
 	ID    string
+}
+
+// JobCancelParams are the parameters of JobCancel.
+type JobCancelParams struct {
+	Queue string
+	ID    string
+	// Reason is recorded as the cancelled job's error (a running job's
+	// outcome error follows it); not empty.
+	Reason string
+}
+
+// CheckJobCancel checks what every backend requires of p: a queue name
+// CheckQueue takes, an ID and a Reason. The error wraps ErrBadParams.
+func CheckJobCancel(p *JobCancelParams) error {
+	if err := CheckQueue(p.Queue); err != nil {
+		return err
+	}
+	switch {
+	case p.ID == "":
+		return fmt.Errorf("%w: empty job ID", ErrBadParams)
+	case p.Reason == "":
+		return fmt.Errorf("%w: job %q: empty cancel Reason", ErrBadParams, p.ID)
+	}
+	return nil
+}
+
+// NotCancellable is the error of a backend asked to cancel job id, which
+// has ended in state: it wraps ErrBadParams.
+func NotCancellable(id string, state JobState) error {
+	return fmt.Errorf("%w: job %q is %s: only scheduled, parked, available and running jobs can be cancelled",
+		ErrBadParams, id, state)
+}
+
+// CancelledError is the error a backend records for a job that a cancel
+// request ends, with reason the request's and msg the error of what ended
+// it (an outcome's, "lease expired"; "" for none): "reason: msg", or
+// reason alone.
+func CancelledError(reason, msg string) string {
+	if msg == "" {
+		return reason
+	}
+	return reason + ": " + msg
 }
 
 // JobListParams are the parameters of JobList.

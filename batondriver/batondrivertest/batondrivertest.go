@@ -37,6 +37,7 @@ func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 	t.Run("Chain", func(t *testing.T) { exerciseChains(t, newDriver) })
 	t.Run("Recall", func(t *testing.T) { exerciseRecalls(t, newDriver) })
 	t.Run("Unique", func(t *testing.T) { exerciseUnique(t, newDriver) })
+	t.Run("Cancel", func(t *testing.T) { exerciseCancel(t, newDriver) })
 	t.Run("Schedule", func(t *testing.T) { exerciseSchedules(t, newDriver) })
 	t.Run("EndedContext", func(t *testing.T) { exerciseEndedContexts(t, newDriver) })
 	t.Run("EndedContextBadParams", func(t *testing.T) { exerciseEndedContextBadParams(t, newDriver) })

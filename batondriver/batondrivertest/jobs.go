@@ -1780,6 +1780,10 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 					return err
 				},
 				"JobDelete": func() error { return f.d.JobDelete(f.ctx, &batondriver.JobGetParams{Queue: q, ID: unknownID}) },
+				"JobCancel": func() error {
+					_, err := f.d.JobCancel(f.ctx, &batondriver.JobCancelParams{Queue: q, ID: unknownID, Reason: cancelReason})
+					return err
+				},
 				"QueueStats": func() error {
 					_, err := f.d.QueueStats(f.ctx, &batondriver.QueueParams{Queue: q})
 					return err
@@ -1865,7 +1869,15 @@ func exerciseEndedContexts(t *testing.T, newDriver func(t *testing.T) batondrive
 			_, err := f.d.JobRetry(ended, &batondriver.JobGetParams{Queue: q, ID: idle.ID})
 			return err
 		},
-		"JobDelete":  func() error { return f.d.JobDelete(ended, &batondriver.JobGetParams{Queue: q, ID: idle.ID}) },
+		"JobDelete": func() error { return f.d.JobDelete(ended, &batondriver.JobGetParams{Queue: q, ID: idle.ID}) },
+		"JobCancel": func() error {
+			_, err := f.d.JobCancel(ended, &batondriver.JobCancelParams{Queue: q, ID: idle.ID, Reason: cancelReason})
+			return err
+		},
+		"JobCancel of a running job": func() error {
+			_, err := f.d.JobCancel(ended, &batondriver.JobCancelParams{Queue: q, ID: running.ID, Reason: cancelReason})
+			return err
+		},
 		"QueuePause": func() error { return f.d.QueuePause(ended, &batondriver.QueuePauseParams{Queue: q}) },
 		"KeySetLimit": func() error {
 			_, err := f.d.KeySetLimit(ended, &batondriver.KeySetLimitParams{Queue: q, Key: "k", Limit: 5})
@@ -1915,6 +1927,7 @@ func exerciseEndedContexts(t *testing.T, newDriver func(t *testing.T) batondrive
 	r := f.get(running.ID)
 	require.Equal(t, batondriver.JobStateRunning, r.State)
 	require.Equal(t, running.LeaseUntil, r.LeaseUntil, "lease not extended")
+	require.True(t, r.CancelRequestedAt.IsZero(), "no cancel requested")
 	require.Equal(t, idle.Attempt, f.get(idle.ID).Attempt)
 	info, err := f.d.KeyGet(f.ctx, &batondriver.KeyParams{Queue: q, Key: "k"})
 	require.NoError(t, err)
@@ -1984,6 +1997,10 @@ func exerciseEndedContextBadParams(t *testing.T, newDriver func(t *testing.T) ba
 		},
 		"JobDelete: no queue": func(ctx context.Context) error {
 			return f.d.JobDelete(ctx, &batondriver.JobGetParams{ID: unknownID})
+		},
+		"JobCancel: no reason": func(ctx context.Context) error {
+			_, err := f.d.JobCancel(ctx, &batondriver.JobCancelParams{Queue: q, ID: unknownID})
+			return err
 		},
 		"QueueStats: a bad queue name": func(ctx context.Context) error {
 			_, err := f.d.QueueStats(ctx, &batondriver.QueueParams{Queue: "a queue"})

@@ -99,6 +99,9 @@ type job struct {
 	// attemptedBefore is, while the job is chained, its AttemptedAt before
 	// it was: unchain gives it back with its attempt.
 	attemptedBefore time.Time
+	// cancelReason is, while a cancel is requested (row.CancelRequestedAt),
+	// the request's reason.
+	cancelReason string
 }
 
 // jobWaiter is one JobWait call. granted is set, and ch signalled, when an
@@ -547,7 +550,7 @@ func (q *queueState) conflict(queue string, u *batondriver.JobUnique, in *batond
 // 100 completed jobs past their retention (and as many dead, cancelled and
 // dropped jobs past theirs, and lapsed period claims), paused or not. A job
 // taken back gets the error "lease expired" for the attempt, whether it
-// runs again or is dead. Unless the queue is paused, jobs it made available
+// runs again or is dead (or cancelled, if a cancel was requested). Unless the queue is paused, jobs it made available
 // and did not lease wake other fetchers, and a fetch that empties the
 // available jobs drops the queue's unclaimed wake tokens: nobody would find
 // a job. A job it schedules (a lease taken back, retried after
@@ -605,6 +608,11 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 		q.unchain(j, now) // first, so that j's freed slot promotes it first
 		q.unlease(j)
 		made += q.release(j)
+		res.Recovered++
+		if j.cancelRequested() {
+			q.cancelled(j, errLeaseExpired, now) // not run again
+			continue
+		}
 		j.fail(now, errLeaseExpired)
 		if j.row.UniqueScope == batondriver.UniqueRunning {
 			q.unclaim(j)
@@ -618,7 +626,6 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 				made++
 			}
 		}
-		res.Recovered++
 	}
 	completed := q.states[batondriver.JobStateCompleted]
 	for range fetchBatch {
@@ -864,6 +871,9 @@ func (d *Driver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) 
 			continue
 		}
 		q.extend(j, now.Add(p.TTL))
+		if j.cancelRequested() {
+			res.CancelRequested = append(res.CancelRequested, l.ID)
+		}
 	}
 	return res, nil
 }
@@ -981,6 +991,10 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		}
 		if j.row.UniqueScope == batondriver.UniqueRunning {
 			q.unclaim(j)
+		}
+		if j.cancelRequested() && f.Outcome != batondriver.JobOutcomeCompleted {
+			q.cancelled(j, f.Error, now) // every outcome but a completion
+			continue
 		}
 		switch f.Outcome {
 		case batondriver.JobOutcomeCompleted:

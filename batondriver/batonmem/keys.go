@@ -307,7 +307,8 @@ func (q *queueState) handOver(h *job) *job {
 // attempt again, its lease and After cleared, its fence kept, and its
 // unique claim given up (running scope) or taken again if free (queued
 // scope). h keeps its slot: the caller frees it next, which promotes that
-// job first.
+// job first. A chained job whose cancel was requested ends cancelled
+// instead.
 func (q *queueState) unchain(h *job, now time.Time) {
 	c := h.next
 	if c == nil {
@@ -317,6 +318,10 @@ func (q *queueState) unchain(h *job, now time.Time) {
 	c.row.After = ""
 	q.unstart(c, now)
 	c.row.AttemptedAt = c.attemptedBefore
+	if c.cancelRequested() {
+		q.cancelled(c, "", now) // put back unrun, it would run later
+		return
+	}
 	q.park(q.keys[c.row.Key], c, c.row.ParkedAt, true) // its parked time kept
 }
 
@@ -351,11 +356,19 @@ func (q *queueState) reclaim(j *job, now time.Time) {
 // back at the head of its key's parked jobs, and j available, holding its
 // key's slot still, unless the key's limit was lowered below its holders
 // since j was leased (see loweredFor): then j gives the slot up and waits
-// at the head of the parked jobs, before the chained one. It reports
-// whether j is available.
+// at the head of the parked jobs, before the chained one. A job whose
+// cancel was requested ends cancelled instead, its slot freed for the
+// caller to promote into. It reports whether j is available.
 func (q *queueState) giveBack(j *job, now time.Time) bool {
 	q.unchain(j, now)
 	q.unstart(j, now)
+	if j.cancelRequested() { // it would run later: it ends, its slot freed
+		if j.row.Key != "" {
+			delete(q.keys[j.row.Key].holders, j.row.ID)
+		}
+		q.cancelled(j, "", now)
+		return false
+	}
 	j.row.RunAt = now
 	if j.row.Key != "" {
 		if k := q.keys[j.row.Key]; k.loweredFor(j) {

@@ -469,21 +469,41 @@ func (d *Driver) JobExtend(ctx context.Context, p *batondriver.JobExtendParams) 
 		ids[i] = l.ID
 		args = append(args, l.ID, l.Lease)
 	}
-	v, err := d.scripts.jobExtend.Exec(ctx, d.client, d.queueKeys(p.Queue).withJobs(ids...), args).AsIntSlice()
+	arr, err := d.scripts.jobExtend.Exec(ctx, d.client, d.queueKeys(p.Queue).withJobs(ids...), args).ToArray()
+	if err == nil && len(arr) != 3 {
+		err = fmt.Errorf("unexpected reply of %d elements", len(arr))
+	}
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if len(v) < 1 {
-		return nil, jobErr(op, p.Queue, errors.New("empty reply"))
+	now, err := arr[0].AsInt64()
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
 	}
-	res := &batondriver.JobExtendResult{Now: time.UnixMilli(v[0])}
-	for _, i := range v[1:] {
-		if i < 1 || int(i) > len(ids) {
-			return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply: lease #%d of %d", i, len(ids)))
-		}
-		res.Lost = append(res.Lost, ids[i-1])
+	res := &batondriver.JobExtendResult{Now: time.UnixMilli(now)}
+	if res.Lost, err = leaseIDs(ids, arr[1]); err == nil {
+		res.CancelRequested, err = leaseIDs(ids, arr[2])
+	}
+	if err != nil {
+		return nil, jobErr(op, p.Queue, err)
 	}
 	return res, nil
+}
+
+// leaseIDs converts a reply's array of 1-based indexes into ids.
+func leaseIDs(ids []string, m rueidis.RedisMessage) ([]string, error) {
+	idx, err := m.AsIntSlice()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, i := range idx {
+		if i < 1 || int(i) > len(ids) {
+			return nil, fmt.Errorf("unexpected reply: lease #%d of %d", i, len(ids))
+		}
+		out = append(out, ids[i-1])
+	}
+	return out, nil
 }
 
 // JobFinish implements batondriver.JobDriver. If ctx has a deadline and the
@@ -686,13 +706,29 @@ func (d *Driver) JobRetry(ctx context.Context, p *batondriver.JobGetParams) (*ba
 	if err := checkJob(p); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	k := d.queueKeys(p.Queue)
-	arr, err := d.scripts.jobRetry.Exec(ctx, d.client, k.withJobs(p.ID), []string{p.ID}).ToArray()
+	return d.jobAdmin(ctx, op, d.scripts.jobRetry, p.Queue, p.ID)
+}
+
+// JobCancel implements batondriver.JobDriver with job_cancel.lua.
+func (d *Driver) JobCancel(ctx context.Context, p *batondriver.JobCancelParams) (*batondriver.JobRow, error) {
+	const op = "cancel in"
+	if err := batondriver.CheckJobCancel(p); err != nil {
+		return nil, jobErr(op, p.Queue, err)
+	}
+	return d.jobAdmin(ctx, op, d.scripts.jobCancel, p.Queue, p.ID, p.Reason)
+}
+
+// jobAdmin runs f, an admin's transition of job id that replies {0, server
+// ms, the job's fields} or a result code and the job's state, with the
+// job's ID and args as its arguments, and returns the job.
+func (d *Driver) jobAdmin(ctx context.Context, op string, f *jobFunc, queue, id string, args ...string) (*batondriver.JobRow, error) {
+	k := d.queueKeys(queue)
+	arr, err := f.Exec(ctx, d.client, k.withJobs(id), append([]string{id}, args...)).ToArray()
 	if err == nil && len(arr) == 0 {
 		err = errors.New("empty reply")
 	}
 	if err != nil {
-		return nil, jobErr(op, p.Queue, err)
+		return nil, jobErr(op, queue, err)
 	}
 	code, _ := arr[0].AsInt64()
 	if code != 0 {
@@ -700,18 +736,18 @@ func (d *Driver) JobRetry(ctx context.Context, p *batondriver.JobGetParams) (*ba
 		if len(arr) > 1 {
 			detail, _ = arr[1].ToString()
 		}
-		return nil, jobErr(op, p.Queue, codeErr(code, p.ID, detail))
+		return nil, jobErr(op, queue, codeErr(code, id, detail))
 	}
 	if len(arr) != 3 {
-		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
+		return nil, jobErr(op, queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
 	}
 	fields, err := arr[2].ToArray()
 	if err != nil {
-		return nil, jobErr(op, p.Queue, err)
+		return nil, jobErr(op, queue, err)
 	}
-	row, err := rowFrom(p.Queue, p.ID, fields)
+	row, err := rowFrom(queue, id, fields)
 	if err != nil {
-		return nil, jobErr(op, p.Queue, err)
+		return nil, jobErr(op, queue, err)
 	}
 	return row, nil
 }
@@ -819,9 +855,10 @@ func jobErr(op, queue string, err error) error {
 
 // The result codes of scripts about one job (lua/joblib.lua).
 const (
-	codeNotFound     = -1
-	codeNotRetryable = -2
-	codeRunning      = -3
+	codeNotFound       = -1
+	codeNotRetryable   = -2
+	codeRunning        = -3
+	codeNotCancellable = -4
 )
 
 // codeErr maps a script's result code about job id, in state, to an error.
@@ -835,6 +872,8 @@ func codeErr(code int64, id, state string) error {
 			batondriver.ErrBadParams, id, state)
 	case codeRunning:
 		return fmt.Errorf("%w: job %q is running and cannot be deleted", batondriver.ErrBadParams, id)
+	case codeNotCancellable:
+		return batondriver.NotCancellable(id, batondriver.JobState(state))
 	}
 	return fmt.Errorf("unexpected result code %d", code)
 }
@@ -842,7 +881,7 @@ func codeErr(code int64, id, state string) error {
 // jobFields are a job hash's fields, in the order of F in lua/joblib.lua.
 var jobFields = [...]string{"kind", "args", "prio", "state", "attempt", "max", "tags", "meta",
 	"created", "run_at", "attempted", "finished", "errors", "lease", "lease_until",
-	"key", "limit", "onbusy", "delay", "fence", "ukey", "uscope", "runs", "parked", "after"}
+	"key", "limit", "onbusy", "delay", "fence", "ukey", "uscope", "runs", "parked", "after", "cancel"}
 
 // The positions of the fields in jobFields.
 const (
@@ -871,6 +910,7 @@ const (
 	fieldRuns
 	fieldParked
 	fieldAfter
+	fieldCancel
 )
 
 // rows converts a reply of jobs, each an ID followed by the array of its
@@ -940,6 +980,8 @@ func rowFrom(queue, id string, f []rueidis.RedisMessage) (*batondriver.JobRow, e
 		Runs:        n(fieldRuns),
 		ParkedAt:    t(fieldParked),
 		After:       s(fieldAfter),
+
+		CancelRequestedAt: t(fieldCancel),
 	}
 	row.Fence, _ = strconv.ParseInt(s(fieldFence), 10, 64)
 	if v := s(fieldArgs); v != "" {

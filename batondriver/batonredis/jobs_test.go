@@ -218,11 +218,15 @@ func TestJobRecover(t *testing.T) {
 }
 
 // A reply of job_extend naming a lease it was not given (0, or past the
-// last) is an error that says so, not a panic or another job's ID. The
-// script is swapped for one that answers with such a number.
+// last), as lost or as asked to cancel, is an error that says so, not a
+// panic or another job's ID. The script is swapped for one that answers
+// with such a number.
 func TestJobExtendRejectsLeaseNumbersOutOfRange(t *testing.T) {
 	t.Parallel()
-	for bad, want := range map[string]string{"0": "#0", "-1": "#-1", "n + 1": "#3"} {
+	for bad, want := range map[string]string{
+		"{0}, {}": "#0", "{-1}, {}": "#-1", "{n + 1}, {}": "#3",
+		"{}, {0}": "#0", "{}, {n + 1}": "#3",
+	} {
 		t.Run(bad, func(t *testing.T) {
 			t.Parallel()
 			_, d, q := jobSetup(t)

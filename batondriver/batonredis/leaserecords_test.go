@@ -506,3 +506,61 @@ func TestLostCallLeavesTheRecordBeforeIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, res.Stale, "its lease was lost")
 }
+
+// A job that a call whose reply was lost leased, and whose cancel an admin
+// asked for meanwhile, is not given back to run by the call that settles
+// the lost one: it ends cancelled, its attempt not counted (it never ran),
+// whether it held its key's slot or was chained behind the job that did.
+// A job chained behind a cancelled holder is not lost: it is given back to
+// the head of the parked jobs, promoted into the freed slot and leased.
+func TestLostCallsCancelledJobsEndCancelled(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		cancel []int // which of the holder (0) and the job chained behind it (1)
+		leased int   // the job the settling fetch leases
+	}{
+		{"Holder", []int{0}, 1},
+		{"Chained", []int{1}, 0},
+		{"Both", []int{0, 1}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			px, d, check, q := lostReplySetup(t)
+			var jobs []*batondriver.JobInsert
+			for range 3 {
+				j := newJob("keyed", 1)
+				j.Key, j.Limit = "k", 1
+				jobs = append(jobs, j)
+			}
+			rows := insertJobs(t, check, q, jobs...)
+			fetch := func() (*batondriver.JobFetchResult, error) {
+				return d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute, Chain: true})
+			}
+
+			px.LoseReplyTo("_job_fetch")
+			_, err := fetch()
+			require.Error(t, err, "the reply was lost")
+			for _, i := range tc.cancel {
+				row, err := check.JobCancel(jobCtx(t), &batondriver.JobCancelParams{Queue: q, ID: rows[i].ID, Reason: "stop"})
+				require.NoError(t, err)
+				require.Equal(t, batondriver.JobStateRunning, row.State, "the lost fetch leased it")
+				require.False(t, row.CancelRequestedAt.IsZero())
+			}
+
+			got, err := fetch()
+			require.NoError(t, err)
+			require.Zero(t, d.leases.lostCalls(q), "settled")
+			require.Equal(t, rows[tc.leased].ID, got.Jobs[0].ID)
+			require.Equal(t, 1, got.Jobs[0].Attempt)
+			for _, i := range tc.cancel {
+				j, err := check.JobGet(jobCtx(t), &batondriver.JobGetParams{Queue: q, ID: rows[i].ID})
+				require.NoError(t, err)
+				require.Equal(t, batondriver.JobStateCancelled, j.State)
+				require.Zero(t, j.Attempt, "the lost lease counted no attempt")
+				require.Equal(t, []batondriver.AttemptError{{Attempt: 0, At: j.FinishedAt, Error: "stop"}}, j.Errors)
+				require.True(t, j.CancelRequestedAt.IsZero())
+			}
+		})
+	}
+}

@@ -56,6 +56,9 @@ var luaJobRetry string
 //go:embed lua/job_delete.lua
 var luaJobDelete string
 
+//go:embed lua/job_cancel.lua
+var luaJobCancel string
+
 //go:embed lua/job_pause.lua
 var luaJobPause string
 
@@ -88,7 +91,7 @@ type scripts struct {
 	// The job transitions, one function library (functions.go).
 	jobLib                                       *jobLibrary
 	jobInsert, jobInsertOne, jobFetch, jobExtend *jobFunc
-	jobFinish, jobRetry                          *jobFunc
+	jobFinish, jobRetry, jobCancel               *jobFunc
 	jobDelete, jobPause, jobList, jobStats       *jobFunc
 	keySetLimit, keyGet, keyList                 *jobFunc
 	scheduleRegister, scheduleList               *jobFunc
@@ -103,7 +106,7 @@ func newScripts(jobLib string) *scripts {
 	// must give a clear error here as everywhere else.
 	lib, f := newJobLibrary(jobLib, map[string]string{
 		"job_insert": luaJobInsert, "job_insert_one": luaJobInsertOne, "job_fetch": luaJobFetch, "job_extend": luaJobExtend,
-		"job_finish": luaJobFinish, "job_retry": luaJobRetry, "job_delete": luaJobDelete,
+		"job_finish": luaJobFinish, "job_retry": luaJobRetry, "job_delete": luaJobDelete, "job_cancel": luaJobCancel,
 		"job_pause": luaJobPause, "job_list": luaJobList, "job_stats": luaJobStats,
 		"key_setlimit": luaKeySetLimit, "key_get": luaKeyGet, "key_list": luaKeyList,
 		"schedule_register": luaScheduleRegister, "schedule_list": luaScheduleList,
@@ -118,7 +121,7 @@ func newScripts(jobLib string) *scripts {
 
 		jobLib:    lib,
 		jobInsert: f["job_insert"], jobInsertOne: f["job_insert_one"], jobFetch: f["job_fetch"], jobExtend: f["job_extend"],
-		jobFinish: f["job_finish"], jobRetry: f["job_retry"], jobDelete: f["job_delete"],
+		jobFinish: f["job_finish"], jobRetry: f["job_retry"], jobDelete: f["job_delete"], jobCancel: f["job_cancel"],
 		jobPause: f["job_pause"], jobList: f["job_list"], jobStats: f["job_stats"],
 		keySetLimit: f["key_setlimit"], keyGet: f["key_get"], keyList: f["key_list"],
 		scheduleRegister: f["schedule_register"], scheduleList: f["schedule_list"],
@@ -140,7 +143,7 @@ func (s *scripts) withOwnLibrary() *scripts {
 	c.jobLib = &jobLibrary{name: s.jobLib.name, src: s.jobLib.src}
 	for _, f := range []**jobFunc{
 		&c.jobInsert, &c.jobInsertOne, &c.jobFetch, &c.jobExtend, &c.jobFinish, &c.jobRetry,
-		&c.jobDelete, &c.jobPause, &c.jobList, &c.jobStats,
+		&c.jobDelete, &c.jobCancel, &c.jobPause, &c.jobList, &c.jobStats,
 		&c.keySetLimit, &c.keyGet, &c.keyList,
 		&c.scheduleRegister, &c.scheduleList,
 	} {

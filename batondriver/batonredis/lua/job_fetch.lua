@@ -40,7 +40,8 @@
 --     parked, or by its on-busy policy dropped or rescheduled);
 --  2. running jobs whose lease_until has come are taken back, their key
 --     slots freed (promoting parked jobs), their attempt counted and the
---     error "lease expired" recorded: dead if the attempts are used up, else
+--     error "lease expired" recorded: dead if the attempts are used up, or
+--     cancelled if a cancel was requested (job_cancel.lua), else
 --     scheduled RecoverDelay from now (admitted at once if 0); a job chained
 --     behind one of them goes back to the head of its key's parked jobs
 --     first, its attempt not counted;
@@ -108,21 +109,29 @@ local s_changed = #due > 0 -- then S's head is looked at again, at the end
 local expired = redis.call('ZRANGE', R, '-inf', now, 'BYSCORE', 'LIMIT', 0, BATCH)
 if #expired > 0 then
   redis.call('ZREM', R, unpack(expired))
-  local sched, dead = {}, {}
+  local sched, dead, cancelled = {}, {}, {}
   for _, id in ipairs(expired) do
     local key = J .. id
-    local v = redis.call('HMGET', key, 'attempt', 'max', 'prio', 'errors', 'key', 'limit', 'ukey', 'uscope', 'next')
+    local v = redis.call('HMGET', key, 'attempt', 'max', 'prio', 'errors', 'key', 'limit', 'ukey', 'uscope', 'next',
+      'cancel', 'cancel_reason')
     if v[1] then
       local attempt = tonumber(v[1])
-      local errors = add_error({errors = v[4]}, attempt, now, 'lease expired')
+      local cancel = v[10] and v[10] ~= ''
+      local msg = 'lease expired'
+      if cancel then msg = cancel_error(v[11], msg) end
+      local errors = add_error({errors = v[4]}, attempt, now, msg)
       local t = {'errors', errors, 'lease', '', 'lease_until', ''}
       if v[9] and v[9] ~= '' then
         unchain(v[9], id, now)
         put(t, 'next', '')
       end
       release(avail, id, v[5])
-      if v[8] == 'running' or attempt >= tonumber(v[2]) then unclaim(v[7], id) end
-      if attempt >= tonumber(v[2]) then
+      if v[8] == 'running' or attempt >= tonumber(v[2]) or cancel then unclaim(v[7], id) end
+      if cancel then -- not run again
+        cancel_end(t, now)
+        cancelled[#cancelled + 1] = now
+        cancelled[#cancelled + 1] = id
+      elseif attempt >= tonumber(v[2]) then
         put(t, 'state', 'dead', 'finished', snow)
         dead[#dead + 1] = now
         dead[#dead + 1] = id
@@ -144,6 +153,7 @@ if #expired > 0 then
   end
   zadd(S, sched)
   zadd(D, dead)
+  zadd(X, cancelled)
   if #sched > 0 then s_changed = true end
 end
 

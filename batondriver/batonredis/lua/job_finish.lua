@@ -54,6 +54,10 @@
 --              job is completed;
 --   cancel:    error recorded; cancelled (in X), finished = now;
 --   dead:      error recorded; dead (in D), finished = now.
+-- A job whose cancel was requested (job_cancel.lua) ends cancelled by any
+-- outcome but completed, its error the request's reason followed by the
+-- outcome's (cancel_error in joblib.lua); a give-back and a chained job
+-- put back unrun are cancelled as give_back and unchain say.
 -- A job that ends releases its unique key, as does one unique while
 -- running that stops running. A job scheduled here due before every
 -- other scheduled job wakes a fetcher (as an insert's does), so that every
@@ -185,6 +189,12 @@ for i = 1, #KEYS - first + 1 do
     local attempt = tonumber(v[4])
     local u, scope = v[10], v[11]
     local x = {}
+    if v[15] and v[15] ~= '' and outcome ~= 'completed' then
+      -- A cancel was requested: no outcome but a completion runs the job
+      -- again.
+      outcome, msg = 'cancel', cancel_error(v[16], msg)
+      put(x, 'cancel', '', 'cancel_reason', '')
+    end
     if not hand_over(id, v, x, ARGV[a + 5] == '1') then release(avail, id, v[8]) end
     -- The job leaves running: a claim while running ends, and one held
     -- until done ends if this outcome ends the job.

@@ -65,10 +65,11 @@
 -- {Q} and lives in the same Cluster slot: the script never leaves the slot
 -- it declared. Nothing else is built.
 --
--- A job hash holds the fields in F, and next (the ID of the job chained
+-- A job hash holds the fields in F, next (the ID of the job chained
 -- behind it, see chain_next; stale once that job's after no longer names
--- it). Times are server ms as decimal strings; a field not yet set is
--- absent or "". Each job is in exactly one of the available lists, S, R,
+-- it) and, with a cancel request, cancel_reason (see cancel_end). Times
+-- are server ms as decimal strings; a field not yet set is absent or "".
+-- Each job is in exactly one of the available lists, S, R,
 -- C, D, X, PK, Y, matching its state; with no retention a completed job is
 -- deleted at once.
 --
@@ -100,11 +101,11 @@ end
 -- jobs.go), and their positions.
 local F = {'kind', 'args', 'prio', 'state', 'attempt', 'max', 'tags', 'meta',
   'created', 'run_at', 'attempted', 'finished', 'errors', 'lease', 'lease_until',
-  'key', 'limit', 'onbusy', 'delay', 'fence', 'ukey', 'uscope', 'runs', 'parked', 'after'}
+  'key', 'limit', 'onbusy', 'delay', 'fence', 'ukey', 'uscope', 'runs', 'parked', 'after', 'cancel'}
 local FI = {kind = 1, args = 2, prio = 3, state = 4, attempt = 5, max = 6, tags = 7, meta = 8,
   created = 9, run_at = 10, attempted = 11, finished = 12, errors = 13, lease = 14, lease_until = 15,
   key = 16, limit = 17, onbusy = 18, delay = 19, fence = 20, ukey = 21, uscope = 22, runs = 23, parked = 24,
-  after = 25}
+  after = 25, cancel = 26}
 
 -- Priorities are 0..MAX_PRIORITY (batondriver.MaxPriority), 0 the most
 -- urgent: one available list each, flagged in M by BAND_FIELDS[p + 1].
@@ -121,7 +122,7 @@ local LEASE_LEN = 22
 local MAX_WAKE, WAKE_LIST = 64, 1000
 
 -- Result codes for requests about one job; mapped to Go errors in jobs.go.
-local NOT_FOUND, NOT_RETRYABLE, RUNNING = -1, -2, -3
+local NOT_FOUND, NOT_RETRYABLE, RUNNING, NOT_CANCELLABLE = -1, -2, -3, -4
 
 -- Server time in milliseconds. All time decisions use it.
 local function now_ms()
@@ -142,10 +143,12 @@ local function load_job(key)
   return v
 end
 
--- Set fields of job v at key from the list {field, value, ...}, in v and in
--- Redis, with one call.
+-- Set fields of job v at key from the list {field, value, ...}, in v (those
+-- of F) and in Redis, with one call.
 local function update(key, v, t)
-  for i = 1, #t, 2 do v[FI[t[i]]] = t[i + 1] end
+  for i = 1, #t, 2 do
+    if FI[t[i]] then v[FI[t[i]]] = t[i + 1] end
+  end
   redis.call('HSET', key, unpack(t))
 end
 
@@ -959,6 +962,42 @@ local function park_first(k, id, at, def)
   redis.call('ZADD', PK, at, id)
 end
 
+-- Cancel requests (batondriver.JobDriver.JobCancel). An admin's request
+-- to cancel a running job is stored in it: cancel (server ms of the
+-- request, in F) and cancel_reason. job_extend.lua reports it at every
+-- renewal, and whatever ends the attempt but a completion ends the job
+-- cancelled instead: an outcome (job_finish.lua), a give-back (give_back),
+-- a chained job put back unrun (unchain), a lease taken back (job_fetch.lua,
+-- take_back).
+
+-- The error recorded for a job that a cancel request of reason ends: the
+-- reason, then msg if there is one (batondriver.CancelledError).
+local function cancel_error(reason, msg)
+  if not msg or msg == '' then return reason end
+  return reason .. ': ' .. msg
+end
+
+-- Append to t the fields that end a job cancelled at server ms now, its
+-- cancel request cleared (a retry runs it anew). The caller records the
+-- error (cancel_error), puts the job in X and releases its unique claim.
+local function cancel_end(t, now)
+  put(t, 'state', 'cancelled', 'finished', int(now), 'cancel', '', 'cancel_reason', '')
+end
+
+-- End job id at key, whose cancel was requested (reason), cancelled at now
+-- rather than put back to run later: attempt is its attempt count after,
+-- errs its errors JSON before, t more fields to write. It leaves R and
+-- releases its unique claim; the caller has taken it out of its key's
+-- holders, if it held a slot.
+local function cancel_back(key, id, t, attempt, errs, reason, ukey, now)
+  redis.call('ZREM', R, id)
+  unclaim(ukey, id)
+  put(t, 'attempt', int(attempt), 'errors', add_error({errors = errs}, attempt, now, cancel_error(reason)))
+  cancel_end(t, now)
+  redis.call('HSET', key, unpack(t))
+  redis.call('ZADD', X, now, id)
+end
+
 -- Put chained job id back at the head of its key's parked jobs if it is
 -- still chained behind job ahead, whose lease expired: parked since its
 -- parked time, its attempt not counted and its attempted that of its last
@@ -966,28 +1005,35 @@ end
 -- was parked. The caller frees the slot of the job ahead next, which then
 -- promotes it first. While it was chained the key may have admitted a job
 -- of another default: then the parked jobs' defaults are mixed (see
--- promote).
+-- promote). A job whose cancel was requested ends cancelled instead
+-- (cancel_back).
 local function unchain(id, ahead, now)
   local key = J .. id
   local v = redis.call('HMGET', key, 'state', 'after', 'attempt', 'key', 'ukey', 'uscope', 'parked', 'limit',
-    'attempted_before')
+    'attempted_before', 'cancel', 'cancel_reason', 'errors')
   if v[1] ~= 'running' or v[2] ~= ahead then return end
+  local t = {'lease', '', 'lease_until', '', 'after', ''}
+  -- A job chained by a version before attempted_before keeps attempted.
+  if v[9] then put(t, 'attempted', v[9]) end
+  local attempt = math.max(tonumber(v[3]) - 1, 0)
+  if v[10] and v[10] ~= '' then
+    cancel_back(key, id, t, attempt, v[12], v[11], v[5], now)
+    return
+  end
   park_first(v[4], id, tonumber(v[7]) or 0, v[8])
   redis.call('ZREM', R, id)
   reclaim(v[5], v[6], id, now)
-  local t = {'state', 'parked', 'attempt', int(math.max(tonumber(v[3]) - 1, 0)), 'lease', '', 'lease_until', '',
-    'after', ''}
-  -- A job chained by a version before attempted_before keeps attempted.
-  if v[9] then put(t, 'attempted', v[9]) end
+  put(t, 'state', 'parked', 'attempt', int(attempt))
   redis.call('HSET', key, unpack(t))
 end
 
 -- The fields of a job an outcome reads (job_finish.lua, take_back), in
 -- this order: v[1] state, v[2] lease, v[3] lease_until, v[4] attempt, v[5]
 -- max, v[6] prio, v[7] errors, v[8] key, v[9] limit, v[10] ukey, v[11]
--- uscope, v[12] runs, v[13] next, v[14] after.
+-- uscope, v[12] runs, v[13] next, v[14] after, v[15] cancel, v[16]
+-- cancel_reason.
 local OUTCOME_FIELDS = {'state', 'lease', 'lease_until', 'attempt', 'max', 'prio', 'errors',
-  'key', 'limit', 'ukey', 'uscope', 'runs', 'next', 'after'}
+  'key', 'limit', 'ukey', 'uscope', 'runs', 'next', 'after', 'cancel', 'cancel_reason'}
 
 -- Give running job id at key, whose fields are in v (OUTCOME_FIELDS), back
 -- to its place as if it had not been leased (batondriver.JobFinish.GiveBack):
@@ -1004,12 +1050,19 @@ local OUTCOME_FIELDS = {'state', 'lease', 'lease_until', 'attempt', 'max', 'prio
 -- admitted under larger defaults of their own lowered nothing. x holds
 -- more fields to write. The caller first puts the job chained behind it,
 -- if any, back at the head of the parked jobs (unchain), so that this job
--- goes before it; and takes the job out of R.
+-- goes before it; takes the job out of R; and then promotes into its
+-- key's free slots. A job whose cancel was requested ends cancelled
+-- instead, its slot freed (cancel_back).
 local function give_back(batch, key, id, v, now, x)
   local snow = int(now)
+  local k = v[8]
+  if v[15] and v[15] ~= '' then
+    if k and k ~= '' then redis.call('SREM', K .. k .. ':h', id) end
+    cancel_back(key, id, {'lease', '', 'lease_until', '', unpack(x)}, math.max(tonumber(v[4]) - 1, 0), v[7], v[16], v[10], now)
+    return
+  end
   reclaim(v[10], v[11], id, now)
   local t = {'lease', '', 'lease_until', '', 'attempt', int(math.max(tonumber(v[4]) - 1, 0)), 'run_at', snow, unpack(x)}
-  local k = v[8]
   if k and k ~= '' then
     local h, _, m = key_keys(k)
     local mv = redis.call('HMGET', m, 'limit', 'limit_fence')
@@ -1053,9 +1106,10 @@ end
 -- Take job id back from a call whose reply was lost, if it still runs
 -- under lease l: a job still chained behind the job ahead goes back to the
 -- head of its key's parked jobs (unchain); any other is given back
--- (give_back), the job chained behind it unchained first. Then the key's
--- free slots, if any (one may have freed while a job was chained),
--- promote its parked jobs.
+-- (give_back), the job chained behind it unchained first; either ends
+-- cancelled instead if its cancel was requested. Then the key's free
+-- slots, if any (one may have freed while a job was chained), promote its
+-- parked jobs.
 local function take_back(batch, id, l, now)
   local key = J .. id
   local v = redis.call('HMGET', key, unpack(OUTCOME_FIELDS))
