@@ -96,6 +96,56 @@ func (c *Client) JobDelete(ctx context.Context, queue, id string) error {
 	return nil
 }
 
+// cancelReason is the error JobCancel records for the jobs it cancels.
+const cancelReason = "cancelled by the admin API"
+
+// JobCancel cancels a job of queue, on every backend, for every process
+// sharing it:
+//
+//   - A scheduled, parked or available job ends cancelled at once, in the
+//     dead set with the error "cancelled by the admin API". A job holding a
+//     slot of its concurrency key frees it, and the key's next parked job
+//     is promoted in the same step; its unique claim ends as a cancelled
+//     job's does.
+//   - A running job is asked to stop: the request is stored in the backend
+//     and returned job shows it (CancelRequestedAt). The worker running the
+//     job learns of it at its next heartbeat (Config.HeartbeatInterval) and
+//     cancels the handler's context with the cause ErrJobCancelled. The
+//     job then ends cancelled, the handler's error after the reason,
+//     whatever the handler returns — an error, JobSnooze, JobAgain,
+//     JobCancel — or if Stop gives it back; but a handler that returns nil
+//     completes it: a job that finished before it noticed stays completed
+//     (as River's JobCancel does). A job chained behind it
+//     (docs/concurrency.md) still runs. If the worker died, the job is not
+//     retried: when its lease expires it is taken back cancelled.
+//
+// It returns the job as the call left it. A completed, cancelled, dead or
+// dropped job cannot be cancelled (JobCancellable): the error wraps
+// batondriver.ErrBadParams and names its state. An unknown job is
+// ErrJobNotFound.
+func (c *Client) JobCancel(ctx context.Context, queue, id string) (*JobRow, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, fmt.Errorf("baton: job cancel: %w", err)
+	}
+	row, err := c.driver.JobCancel(ctx, &batondriver.JobCancelParams{Queue: queue, ID: id, Reason: cancelReason})
+	if err != nil {
+		return nil, fmt.Errorf("baton: cancel job %s in %q: %w", id, queue, err)
+	}
+	return row, nil
+}
+
+// JobCancellable reports whether JobCancel takes a job in state, on every
+// backend: scheduled, parked, available and running jobs can be cancelled
+// (a running one is asked to stop). Completed, cancelled, dead and dropped
+// jobs cannot. A tool that offers a cancel asks this first.
+func JobCancellable(state JobState) bool {
+	switch state {
+	case JobStateScheduled, JobStateParked, JobStateAvailable, JobStateRunning:
+		return true
+	}
+	return false
+}
+
 // QueueStats counts a queue's jobs by state.
 type QueueStats = batondriver.QueueStatsResult
 

@@ -20,6 +20,13 @@ var ErrLeaseLost = errors.New("baton: job lease lost")
 // counting the attempt.
 var ErrStopping = errors.New("baton: client stopping")
 
+// ErrJobCancelled is the cause of a handler's context when an admin
+// cancelled its job while it ran (Client.JobCancel): the worker learns of
+// it at its next heartbeat. The handler should stop and return; whatever
+// it returns but nil ends the job cancelled, with no more attempts (nil
+// means the work got done: the job completes).
+var ErrJobCancelled = errors.New("baton: job cancel requested")
+
 // JobSnooze returns an error that makes the job run again after d without
 // counting the attempt: for work that is not ready yet.
 func JobSnooze(d time.Duration) error { return &snoozeError{d: d} }
@@ -70,8 +77,10 @@ func (e *againError) Error() string { return fmt.Sprintf("baton: run again in %v
 //
 // It sees the error alone. A running client also gives a job back without
 // counting the attempt when its Stop cuts the handler short (ErrStopping),
-// records nothing when the lease was lost (ErrLeaseLost), and makes dead
-// at once a job whose args its kind cannot decode.
+// records nothing when the lease was lost (ErrLeaseLost), records a cancel
+// for an error returned after an admin cancelled the job
+// (ErrJobCancelled), and makes dead at once a job whose args its kind
+// cannot decode.
 func OutcomeOf(err error) (JobOutcome, time.Duration) {
 	var (
 		snooze *snoozeError

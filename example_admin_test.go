@@ -121,3 +121,44 @@ func ExampleClient_JobDelete() {
 	// deleted: true
 	// the parked one: available
 }
+
+// JobCancel stops a job from the admin API. A queued job is cancelled at
+// once. A running one is asked to stop: its worker cancels the handler's
+// context at its next heartbeat, with the cause ErrJobCancelled, and the
+// job ends cancelled, not retried, whatever the handler returns but nil.
+func ExampleClient_JobCancel() {
+	stopped := make(chan error, 1)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[SyncArgs](func(ctx context.Context, job *baton.Job[SyncArgs]) error {
+		<-ctx.Done() // a long sync, until cancelled
+		stopped <- context.Cause(ctx)
+		return ctx.Err()
+	}), nil)
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{Workers: workers, Logger: quiet,
+		LeaseTTL: time.Second, HeartbeatInterval: 10 * time.Millisecond})
+	ctx := context.Background()
+	later, _ := client.Insert(ctx, SyncArgs{UserID: 1}, &baton.InsertOpts{Delay: time.Hour})
+	row, _ := client.JobCancel(ctx, "default", later.Job.ID)
+	fmt.Println("scheduled job:", row.State, "-", row.Errors[0].Error)
+
+	_ = client.Start(ctx)
+	defer func() { _ = client.Stop(ctx) }()
+	res, _ := client.Insert(ctx, SyncArgs{UserID: 2}, nil)
+	for row.ID != res.Job.ID || row.State != baton.JobStateRunning {
+		time.Sleep(time.Millisecond)
+		row, _ = client.JobGet(ctx, "default", res.Job.ID)
+	}
+	row, _ = client.JobCancel(ctx, "default", res.Job.ID)
+	fmt.Println("running job:", row.State, "- cancel requested:", !row.CancelRequestedAt.IsZero())
+	fmt.Println("the handler's cause:", errors.Is(<-stopped, baton.ErrJobCancelled))
+	for row.State == baton.JobStateRunning {
+		time.Sleep(time.Millisecond)
+		row, _ = client.JobGet(ctx, "default", res.Job.ID)
+	}
+	fmt.Println("then:", row.State, "after", row.Attempt, "attempt -", row.Errors[0].Error)
+	// Output:
+	// scheduled job: cancelled - cancelled by the admin API
+	// running job: running - cancel requested: true
+	// the handler's cause: true
+	// then: cancelled after 1 attempt - cancelled by the admin API
+}

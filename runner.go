@@ -892,6 +892,17 @@ func (r *runner) outcome(e *execution, err error) *batondriver.JobFinish {
 		log().Info("baton: job returned to its queue at stop")
 		return f
 	}
+	if err != nil && errors.Is(cause, ErrJobCancelled) {
+		// The backend ends the job cancelled whatever is recorded but a
+		// completion; recorded as a cancel, the outcome says so here too.
+		// The context's own error adds nothing to the request's reason.
+		f.Outcome = batondriver.JobOutcomeCancel
+		if !errors.Is(err, ErrJobCancelled) && !errors.Is(err, context.Canceled) {
+			f.Error = err.Error()
+		}
+		log().Info("baton: job cancelled by an admin", "err", err)
+		return f
+	}
 	// The handler's return alone decides the rest, as OutcomeOf says.
 	outcome, delay := OutcomeOf(err)
 	f.Outcome = outcome
@@ -1135,7 +1146,8 @@ func (r *runner) noteDue(fs []*batondriver.JobFinish) {
 // heartbeat renews the leases of running jobs every HeartbeatInterval, and
 // those of the jobs whose outcomes are not recorded yet (recording): one
 // call per queue for all of them, the queues' calls side by side. Jobs the
-// backend reports lost are cancelled; if renewals fail, each job's own
+// backend reports lost are cancelled, and so are those an admin cancelled
+// (the cause ErrJobCancelled); if renewals fail, each job's own
 // timer cancels it when its lease can no longer be trusted. Stop waits
 // for the calls out.
 func (r *runner) heartbeat() {
@@ -1211,6 +1223,10 @@ func (r *runner) extend(queue string, es []*execution) {
 	for _, id := range res.Lost {
 		lost[id] = true
 	}
+	cancelled := make(map[string]bool, len(res.CancelRequested))
+	for _, id := range res.CancelRequested {
+		cancelled[id] = true
+	}
 	until := sent.Add(r.cfg.LeaseTTL - leaseMargin(r.cfg.LeaseTTL))
 	// A job chained behind one reported lost, started since this call's
 	// leases were gathered (follow), runs under the lease reported lost,
@@ -1238,6 +1254,12 @@ func (r *runner) extend(queue string, es []*execution) {
 		case e.ctx.Err() == nil:
 			e.until = until
 			e.expiry.Reset(time.Until(until))
+		}
+		if cancelled[e.row.ID] {
+			// An admin cancelled the job (Client.JobCancel): its handler
+			// stops. The backend renews its lease until the outcome is
+			// recorded, as for every job still in running or recording.
+			e.cancel(ErrJobCancelled)
 		}
 	}
 	r.mu.Unlock()

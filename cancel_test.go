@@ -1,0 +1,147 @@
+package baton_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
+)
+
+// cancelClient returns a started client whose webhookArgs handler, limited
+// to one per customer, reports each job it starts on started and then
+// runs body; heartbeats every 20ms, so that a cancel reaches the handler
+// soon. Every job's end goes to ended.
+func cancelClient(t *testing.T, body func(ctx context.Context, job *baton.Job[webhookArgs]) error) (c *baton.Client, started <-chan string, ended <-chan *baton.JobEvent) {
+	t.Helper()
+	starts := make(chan string, 10)
+	ends := make(chan *baton.JobEvent, 10)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		starts <- job.ID
+		return body(ctx, job)
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1), MaxAttempts: 5})
+	c, _ = setup(t, nil, &baton.Config{Workers: workers, LeaseTTL: 2 * time.Second, HeartbeatInterval: 20 * time.Millisecond,
+		OnJobEnd: func(ev *baton.JobEvent) { ends <- ev }})
+	start(t, c)
+	return c, starts, ends
+}
+
+// recv receives from ch, boundedly.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, what+": nothing within 5s")
+		var zero T
+		return zero
+	}
+}
+
+// A running job cancelled from the admin API: its worker learns of it at
+// the next heartbeat and cancels the handler's context with the cause
+// ErrJobCancelled; the handler's error then ends the job cancelled, not
+// retried though it has attempts left, and the job chained behind it (its
+// key's next job) runs.
+func TestJobCancelRunningJob(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		var mu sync.Mutex
+		causes := map[string]error{}
+		c, started, ended := cancelClient(t, func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			if job.Args.N > 0 {
+				return nil
+			}
+			<-ctx.Done()
+			mu.Lock()
+			causes[job.ID] = context.Cause(ctx)
+			mu.Unlock()
+			return ctx.Err()
+		})
+		ctx := t.Context()
+		first, err := c.Insert(ctx, webhookArgs{Customer: "acme"}, nil)
+		require.NoError(t, err)
+		next, err := c.Insert(ctx, webhookArgs{Customer: "acme", N: 1}, nil)
+		require.NoError(t, err)
+		require.Equal(t, first.Job.ID, recv(t, started, "the first job's start"))
+
+		row, err := c.JobCancel(ctx, "default", first.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateRunning, row.State, "a running job is asked to stop")
+		require.False(t, row.CancelRequestedAt.IsZero())
+
+		ev := recv(t, ended, "the cancelled job's end")
+		require.Equal(t, first.Job.ID, ev.ID)
+		require.Equal(t, baton.JobOutcomeCancel, ev.Outcome)
+		mu.Lock()
+		require.ErrorIs(t, causes[first.Job.ID], baton.ErrJobCancelled, "the handler's context's cause")
+		mu.Unlock()
+		got := waitState(t, c, "default", first.Job.ID, baton.JobStateCancelled)
+		require.Equal(t, 1, got.Attempt, "not retried")
+		require.Len(t, got.Errors, 1)
+		require.Equal(t, "cancelled by the admin API", got.Errors[0].Error)
+		require.True(t, got.CancelRequestedAt.IsZero())
+
+		require.Equal(t, next.Job.ID, recv(t, started, "the key's next job's start"))
+		waitState(t, c, "default", next.Job.ID, baton.JobStateCompleted)
+		_, err = c.JobCancel(ctx, "default", next.Job.ID)
+		require.ErrorContains(t, err, "is completed")
+	})
+}
+
+// A handler that returns nil once cancelled completed its work: the job
+// completes, the request left on it to show.
+func TestJobCancelHandlerReturningNilCompletes(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		c, started, _ := cancelClient(t, func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			<-ctx.Done()
+			return nil
+		})
+		ctx := t.Context()
+		res, err := c.Insert(ctx, webhookArgs{Customer: "acme"}, nil)
+		require.NoError(t, err)
+		recv(t, started, "the job's start")
+		_, err = c.JobCancel(ctx, "default", res.Job.ID)
+		require.NoError(t, err)
+		got := waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
+		require.False(t, got.CancelRequestedAt.IsZero())
+	})
+}
+
+// A job cancelled before it runs never runs; its parked successor takes
+// its slot at once; an unknown job and a bad queue are errors.
+func TestJobCancelQueuedJob(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		c, _ := setup(t, nil, &baton.Config{AllowUnknownKinds: true})
+		ctx := t.Context()
+		opts := &baton.InsertOpts{Concurrency: byCustomer(1)}
+		first, err := c.Insert(ctx, webhookArgs{Customer: "acme"}, opts)
+		require.NoError(t, err)
+		second, err := c.Insert(ctx, webhookArgs{Customer: "acme"}, opts)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateParked, second.Job.State)
+
+		row, err := c.JobCancel(ctx, "default", first.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateCancelled, row.State)
+		require.Equal(t, "cancelled by the admin API", row.Errors[0].Error)
+		got, err := c.JobGet(ctx, "default", second.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, baton.JobStateAvailable, got.State, "promoted in the same step")
+
+		_, err = c.JobCancel(ctx, "default", "01ARZ3NDEKTSV4RRFFQ69G5FAV")
+		require.ErrorIs(t, err, baton.ErrJobNotFound)
+		_, err = c.JobCancel(ctx, "no queue", first.Job.ID)
+		require.ErrorContains(t, err, "not allowed")
+		_, err = c.JobCancel(ctx, "default", first.Job.ID)
+		require.ErrorIs(t, err, batondriver.ErrBadParams, "a cancelled job is refused")
+		require.ErrorContains(t, err, "is cancelled")
+		require.False(t, baton.JobCancellable(baton.JobStateCancelled))
+		require.True(t, baton.JobCancellable(baton.JobStateRunning))
+	})
+}
