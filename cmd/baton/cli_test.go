@@ -43,6 +43,7 @@ func TestCLI(t *testing.T) {
 		"JobsList":       testJobsList,
 		"JobsShow":       testJobsShow,
 		"JobsRetry":      testJobsRetryDelete,
+		"JobsCancel":     testJobsCancel,
 		"PauseResume":    testPauseResume,
 		"Dead":           testDead,
 		"Locks":          testLocks,
@@ -335,6 +336,37 @@ func testJobsRetryDelete(t *testing.T, bin string) {
 	require.Len(t, out.Failed, 1)
 	require.Equal(t, exitNotFound, out.Failed[0].ExitCode)
 	require.Equal(t, exitNotFound, f.run("jobs", "show", f.available).code)
+}
+
+func testJobsCancel(t *testing.T, bin string) {
+	f := seeded(t, bin)
+	r := f.run("jobs", "cancel", f.delayed)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, "cancelled "+f.delayed+"\n", r.stdout)
+	var j jobOut
+	f.runJSON(&j, "jobs", "show", f.delayed)
+	require.Equal(t, baton.JobStateCancelled, j.State)
+	require.Equal(t, "cancelled by the admin API", j.Errors[0].Error)
+
+	// A running job is asked to stop, and shows it until it does.
+	r = f.run("jobs", "cancel", f.running, "-q", "mail")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = f.run("jobs", "show", f.running)
+	require.Regexp(t, `State:\s+running`, r.stdout)
+	require.Regexp(t, `Cancel requested:\s+\S`, r.stdout)
+	f.runJSON(&j, "jobs", "show", f.running)
+	require.NotNil(t, j.CancelRequestedAt)
+
+	r = f.run("jobs", "cancel", f.dead)
+	require.Equal(t, exitFailed, r.code)
+	require.Contains(t, r.stderr, "is dead: only scheduled, parked, available and running jobs can be cancelled")
+
+	var out bulkOut
+	r = f.run("jobs", "cancel", f.available, "01NOSUCHJOB0000000000000000", "--json")
+	require.Equal(t, exitNotFound, r.code)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	require.Equal(t, []string{f.available}, out.Done)
+	require.Len(t, out.Failed, 1)
 }
 
 func testPauseResume(t *testing.T, bin string) {

@@ -17,6 +17,8 @@
 //	baton jobs list [-q QUEUE] [--state STATE] [--limit N] [--offset N]
 //	baton jobs show ID [-q QUEUE]        one job: args, errors, concurrency key, fence
 //	baton jobs retry ID... [-q QUEUE]    make jobs available now, attempts reset
+//	baton jobs cancel ID... [-q QUEUE]   cancel jobs: queued ones at once, running ones
+//	                                     asked to stop (their handlers' contexts cancelled)
 //	baton jobs delete ID... [-q QUEUE]   delete jobs that are not running
 //	baton dead list [-q QUEUE] [--limit N] [--offset N]
 //	                                     the dead set: dead and cancelled jobs

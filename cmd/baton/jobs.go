@@ -57,6 +57,9 @@ type jobOut struct {
 	UniqueScope baton.UniqueScope `json:"unique_scope,omitempty"`
 	Runs        int               `json:"runs,omitempty"` // runs started by JobAgain
 	ParkedAt    *time.Time        `json:"parked_at,omitempty"`
+	// CancelRequestedAt is when an admin asked the running job to stop
+	// (baton jobs cancel); omitted if never.
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 }
 
 func toJobOut(r *baton.JobRow) *jobOut {
@@ -68,6 +71,7 @@ func toJobOut(r *baton.JobRow) *jobOut {
 		FinishedAt: timePtr(r.FinishedAt), LeaseUntil: timePtr(r.LeaseUntil), Errors: r.Errors,
 		Key: r.Key, Limit: r.Limit, OnBusy: r.OnBusy, Fence: r.Fence,
 		Unique: r.Unique, UniqueScope: r.UniqueScope, Runs: r.Runs, ParkedAt: timePtr(r.ParkedAt),
+		CancelRequestedAt: timePtr(r.CancelRequestedAt),
 	}
 }
 
@@ -85,8 +89,8 @@ func rawJSON(b []byte) json.RawMessage {
 }
 
 func newJobsCmd(a *app) *cobra.Command {
-	return group("jobs", "List, show, retry and delete jobs",
-		a.jobsListCmd(), a.jobsShowCmd(), a.jobsRetryCmd(), a.jobsDeleteCmd())
+	return group("jobs", "List, show, retry, cancel and delete jobs",
+		a.jobsListCmd(), a.jobsShowCmd(), a.jobsRetryCmd(), a.jobsCancelCmd(), a.jobsDeleteCmd())
 }
 
 // pageFlags are --limit and --offset.
@@ -293,6 +297,9 @@ last parked. Without -q every queue is searched.`,
 				if j.State == baton.JobStateRunning {
 					row(w, "Lease until:", stamp(j.LeaseUntil, now))
 				}
+				if !j.CancelRequestedAt.IsZero() {
+					row(w, "Cancel requested:", stamp(j.CancelRequestedAt, now))
+				}
 				if j.Key != "" {
 					row(w, "Key:", keyText(j.Key))
 					row(w, "Key limit:", fmt.Sprintf("%d (the default it carries; an override set with 'baton limit set' wins)", j.Limit))
@@ -376,6 +383,25 @@ Running, parked and completed jobs cannot be retried.`,
 	return cmd
 }
 
+func (a *app) jobsCancelCmd() *cobra.Command {
+	var queue string
+	cmd := &cobra.Command{
+		Use:   "cancel ID... [-q QUEUE]",
+		Short: "Cancel jobs: queued ones at once, running ones asked to stop",
+		Long: `Cancel jobs, in every process. A scheduled, parked or available job is cancelled at
+once (in the dead set, "cancelled by the admin API"), freeing its concurrency key's slot
+for the next parked job. A running job is asked to stop: its worker cancels the
+handler's context at its next heartbeat, and the job ends cancelled, not retried,
+unless its handler completes it first; 'baton jobs show' shows the request meanwhile.
+Completed, cancelled, dead and dropped jobs cannot be cancelled.`,
+		RunE: a.action(1, -1, func(ctx context.Context, b *backend, ids []string) error {
+			return a.eachJob(ctx, b, queue, ids, "cancelled", cancelJob)
+		}),
+	}
+	queueFlag(cmd, &queue)
+	return cmd
+}
+
 func (a *app) jobsDeleteCmd() *cobra.Command {
 	var queue string
 	cmd := &cobra.Command{
@@ -392,17 +418,38 @@ func (a *app) jobsDeleteCmd() *cobra.Command {
 // retryJob retries j if the library takes it (baton.JobRetryable), else
 // says which states it takes, without a call to the backend.
 func retryJob(ctx context.Context, b *backend, j *baton.JobRow) error {
-	if !baton.JobRetryable(j.State) {
-		var ok []string
-		for _, st := range jobStates {
-			if baton.JobRetryable(st) {
-				ok = append(ok, string(st))
-			}
-		}
-		return failedErr("job %s is %s: only %s and %s jobs can be retried", j.ID, j.State, strings.Join(ok[:len(ok)-1], ", "), ok[len(ok)-1])
+	if err := refuseState(j, "retried", baton.JobRetryable); err != nil {
+		return err
 	}
 	_, err := b.client.JobRetry(ctx, j.Queue, j.ID)
 	return err
+}
+
+// cancelJob cancels j if the library takes it (baton.JobCancellable), else
+// says which states it takes, without a call to the backend.
+func cancelJob(ctx context.Context, b *backend, j *baton.JobRow) error {
+	if err := refuseState(j, "cancelled", baton.JobCancellable); err != nil {
+		return err
+	}
+	_, err := b.client.JobCancel(ctx, j.Queue, j.ID)
+	return err
+}
+
+// refuseState is the error for job j if its state is not one that ok
+// takes, naming the states that are; nil if it is. done is the operation
+// as in "can be done".
+func refuseState(j *baton.JobRow, done string, ok func(baton.JobState) bool) error {
+	if ok(j.State) {
+		return nil
+	}
+	var states []string
+	for _, st := range jobStates {
+		if ok(st) {
+			states = append(states, string(st))
+		}
+	}
+	return failedErr("job %s is %s: only %s and %s jobs can be %s", j.ID, j.State,
+		strings.Join(states[:len(states)-1], ", "), states[len(states)-1], done)
 }
 
 func deleteJob(ctx context.Context, b *backend, j *baton.JobRow) error {
