@@ -881,6 +881,57 @@ func TestExpiredLastAttemptReleasesUniqueClaim(t *testing.T) {
 	}
 }
 
+// A job an admin cancels leaves no claim in the unique hash, whichever way
+// it ends cancelled: queued, at its outcome, or taken back when its lease
+// expires. (The driver cannot see such a claim: a twin's insert ignores a
+// claim whose job has ended. It would stay in the hash for good.)
+func TestCancelledJobReleasesUniqueClaim(t *testing.T) {
+	t.Parallel()
+	client, d, q := jobSetup(t)
+	ctx := jobCtx(t)
+	cancel := func(id string) {
+		t.Helper()
+		_, err := d.JobCancel(ctx, &batondriver.JobCancelParams{Queue: q, ID: id, Reason: "stop"})
+		require.NoError(t, err)
+	}
+	for _, tc := range []struct {
+		scope batondriver.UniqueScope
+		end   string
+	}{
+		{batondriver.UniqueQueued, "queued"},
+		{batondriver.UniqueUntilDone, "queued"},
+		{batondriver.UniqueUntilDone, "outcome"},
+		{batondriver.UniqueRunning, "outcome"},
+		{batondriver.UniqueUntilDone, "expired"},
+		{batondriver.UniqueRunning, "expired"},
+	} {
+		j := newJob("k", 1)
+		j.Unique = &batondriver.JobUnique{Key: "u-" + string(tc.scope) + "-" + tc.end, Scope: tc.scope}
+		row := insertJobs(t, d, q, j)[0]
+		switch tc.end {
+		case "queued":
+			cancel(row.ID)
+		case "outcome":
+			r := fetchJobs(t, d, q, 1, time.Minute).Jobs[0]
+			cancel(r.ID)
+			res, err := d.JobFinish(ctx, &batondriver.JobFinishParams{Queue: q, Finished: []*batondriver.JobFinish{
+				{JobLease: batondriver.JobLease{ID: r.ID, Lease: r.Lease}, Outcome: batondriver.JobOutcomeRetry, Error: "x"}}})
+			require.NoError(t, err)
+			require.Empty(t, res.Stale)
+		case "expired":
+			fetchJobs(t, d, q, 1, 50*time.Millisecond)
+			cancel(row.ID)
+			time.Sleep(100 * time.Millisecond)
+			require.Equal(t, 1, fetchJobs(t, d, q, 1, time.Minute).Recovered)
+		}
+		state, _ := jobState(t, d, q, row.ID)
+		require.Equal(t, batondriver.JobStateCancelled, state)
+		n, err := client.Do(ctx, client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field(j.Unique.Key).Build()).AsInt64()
+		require.NoError(t, err)
+		require.Zero(t, n, "scope %s, cancelled %s: the claim is left in the unique hash", tc.scope, tc.end)
+	}
+}
+
 // Likewise a delayed job dropped by its busy key when it comes due ends
 // there, and releases its unique claim in the same step.
 func TestDroppedWhenDueReleasesUniqueClaim(t *testing.T) {
