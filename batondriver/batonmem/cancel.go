@@ -16,17 +16,11 @@ func (d *Driver) JobCancel(ctx context.Context, p *batondriver.JobCancelParams) 
 	if err := batondriver.CheckJobCancel(p); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	q, j, unlock, err := d.lockJob(ctx, p.Queue, p.ID)
+	if err != nil {
 		return nil, err
 	}
-	s := &d.jobs
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.queues[p.Queue]
-	if q == nil || q.jobs[p.ID] == nil {
-		return nil, notFound(p.Queue, p.ID)
-	}
-	j := q.jobs[p.ID]
+	defer unlock()
 	now := time.Now()
 	switch st := j.row.State; {
 	case st == batondriver.JobStateRunning:

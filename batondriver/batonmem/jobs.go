@@ -361,6 +361,29 @@ func notFound(queue, id string) error {
 	return fmt.Errorf("%w: %q in queue %q", batondriver.ErrJobNotFound, id, queue)
 }
 
+// lockJob checks the queue and ID naming one job and ctx, then locks the
+// store and finds the job in its queue. Without an error the caller holds
+// s.mu and calls unlock; the error is ErrBadParams's, ctx's or notFound's,
+// and then nothing is locked.
+func (d *Driver) lockJob(ctx context.Context, queue, id string) (q *queueState, j *job, unlock func(), err error) {
+	if err := checkJob(queue, id); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, err
+	}
+	s := &d.jobs
+	s.mu.Lock()
+	if q = s.queues[queue]; q != nil {
+		j = q.jobs[id]
+	}
+	if j == nil {
+		s.mu.Unlock()
+		return nil, nil, nil, notFound(queue, id)
+	}
+	return q, j, s.mu.Unlock, nil
+}
+
 // checkInsert validates job #i of an insert.
 func checkInsert(i int, in *batondriver.JobInsert) error {
 	switch {
@@ -1081,21 +1104,12 @@ func (q *queueState) complete(j *job, retention time.Duration, now time.Time) {
 
 // JobGet implements batondriver.JobDriver.
 func (d *Driver) JobGet(ctx context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
-	if err := checkJob(p.Queue, p.ID); err != nil {
+	_, j, unlock, err := d.lockJob(ctx, p.Queue, p.ID)
+	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s := &d.jobs
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if q := s.queues[p.Queue]; q != nil {
-		if j := q.jobs[p.ID]; j != nil {
-			return j.copyRow(), nil
-		}
-	}
-	return nil, notFound(p.Queue, p.ID)
+	defer unlock()
+	return j.copyRow(), nil
 }
 
 // JobList implements batondriver.JobDriver. Available jobs are listed in
@@ -1150,20 +1164,11 @@ func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*ba
 // available job is returned as it is; completed, running and parked jobs
 // cannot be retried.
 func (d *Driver) JobRetry(ctx context.Context, p *batondriver.JobGetParams) (*batondriver.JobRow, error) {
-	if err := checkJob(p.Queue, p.ID); err != nil {
+	q, j, unlock, err := d.lockJob(ctx, p.Queue, p.ID)
+	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s := &d.jobs
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.queues[p.Queue]
-	if q == nil || q.jobs[p.ID] == nil {
-		return nil, notFound(p.Queue, p.ID)
-	}
-	j := q.jobs[p.ID]
+	defer unlock()
 	switch j.row.State {
 	case batondriver.JobStateRunning:
 		return nil, badParams("job %q is running: it cannot be retried before its attempt ends", p.ID)
@@ -1198,20 +1203,11 @@ func (d *Driver) JobRetry(ctx context.Context, p *batondriver.JobGetParams) (*ba
 // step. A period claim stays until it lapses; other claims of the job are
 // released.
 func (d *Driver) JobDelete(ctx context.Context, p *batondriver.JobGetParams) error {
-	if err := checkJob(p.Queue, p.ID); err != nil {
+	q, j, unlock, err := d.lockJob(ctx, p.Queue, p.ID)
+	if err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s := &d.jobs
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.queues[p.Queue]
-	if q == nil || q.jobs[p.ID] == nil {
-		return notFound(p.Queue, p.ID)
-	}
-	j := q.jobs[p.ID]
+	defer unlock()
 	if j.row.State == batondriver.JobStateRunning {
 		return badParams("job %q is running: it cannot be deleted before its attempt ends", p.ID)
 	}
