@@ -36,6 +36,17 @@ func lostReplySetup(t *testing.T) (*faultproxy.Proxy, *Driver, *Driver, string) 
 	return px, d, check, q
 }
 
+// keyedJobs returns n jobs of kind "keyed" and concurrency key "k" of
+// limit 1, to insert.
+func keyedJobs(n int) []*batondriver.JobInsert {
+	jobs := make([]*batondriver.JobInsert, n)
+	for i := range jobs {
+		jobs[i] = newJob("keyed", 1)
+		jobs[i].Key, jobs[i].Limit = "k", 1
+	}
+	return jobs
+}
+
 // jobState returns job id's state and attempt.
 func jobState(t *testing.T, d *Driver, q, id string) (batondriver.JobState, int) {
 	t.Helper()
@@ -262,13 +273,7 @@ func TestLeaseRecordsBookkeeping(t *testing.T) {
 func TestLostChainTakenBackUnderAChainThatArrived(t *testing.T) {
 	t.Parallel()
 	px, d, check, q := lostReplySetup(t)
-	var jobs []*batondriver.JobInsert
-	for range 4 {
-		j := newJob("keyed", 1)
-		j.Key, j.Limit = "k", 1
-		jobs = append(jobs, j)
-	}
-	rows := insertJobs(t, check, q, jobs...)
+	rows := insertJobs(t, check, q, keyedJobs(4)...)
 	finish := func(j *batondriver.JobRow) (*batondriver.JobFinishResult, error) {
 		return d.JobFinish(jobCtx(t), &batondriver.JobFinishParams{Queue: q, Retention: time.Hour, Chain: true,
 			Finished: []*batondriver.JobFinish{{JobLease: batondriver.JobLease{ID: j.ID, Lease: j.Lease}, Outcome: batondriver.JobOutcomeCompleted}}})
@@ -527,13 +532,7 @@ func TestLostCallsCancelledJobsEndCancelled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			px, d, check, q := lostReplySetup(t)
-			var jobs []*batondriver.JobInsert
-			for range 3 {
-				j := newJob("keyed", 1)
-				j.Key, j.Limit = "k", 1
-				jobs = append(jobs, j)
-			}
-			rows := insertJobs(t, check, q, jobs...)
+			rows := insertJobs(t, check, q, keyedJobs(3)...)
 			fetch := func() (*batondriver.JobFetchResult, error) {
 				return d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: time.Minute, Chain: true})
 			}
