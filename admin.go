@@ -109,8 +109,9 @@ const cancelReason = "cancelled by the admin API"
 //     job's does.
 //   - A running job is asked to stop: the request is stored in the backend
 //     and returned job shows it (CancelRequestedAt). The worker running the
-//     job learns of it at its next heartbeat (Config.HeartbeatInterval) and
-//     cancels the handler's context with the cause ErrJobCancelled. The
+//     job hears of it at once from the queue's notices — or, should the
+//     notice be lost, at its next heartbeat (Config.HeartbeatInterval) —
+//     and cancels the handler's context with the cause ErrJobCancelled. The
 //     job then ends cancelled, the handler's error after the reason,
 //     whatever the handler returns — an error, JobSnooze, JobAgain,
 //     JobCancel — or if Stop gives it back; but a handler that returns nil

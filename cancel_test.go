@@ -15,8 +15,14 @@ import (
 // cancelClient returns a started client whose webhookArgs handler, limited
 // to one per customer, reports each job it starts on started and then
 // runs body; heartbeats every 20ms, so that a cancel reaches the handler
-// soon. Every job's end goes to ended.
+// soon even without its notice. Every job's end goes to ended.
 func cancelClient(t *testing.T, body func(ctx context.Context, job *baton.Job[webhookArgs]) error) (c *baton.Client, started <-chan string, ended <-chan *baton.JobEvent) {
+	t.Helper()
+	return cancelClientBeating(t, 20*time.Millisecond, body)
+}
+
+// cancelClientBeating is cancelClient with heartbeats every beat.
+func cancelClientBeating(t *testing.T, beat time.Duration, body func(ctx context.Context, job *baton.Job[webhookArgs]) error) (c *baton.Client, started <-chan string, ended <-chan *baton.JobEvent) {
 	t.Helper()
 	starts := make(chan string, 10)
 	ends := make(chan *baton.JobEvent, 10)
@@ -25,7 +31,7 @@ func cancelClient(t *testing.T, body func(ctx context.Context, job *baton.Job[we
 		starts <- job.ID
 		return body(ctx, job)
 	}), &baton.WorkerOpts{Concurrency: byCustomer(1), MaxAttempts: 5})
-	c, _ = setup(t, nil, &baton.Config{Workers: workers, LeaseTTL: 2 * time.Second, HeartbeatInterval: 20 * time.Millisecond,
+	c, _ = setup(t, nil, &baton.Config{Workers: workers, LeaseTTL: max(2*time.Second, 3*beat), HeartbeatInterval: beat,
 		OnJobEnd: func(ev *baton.JobEvent) { ends <- ev }})
 	start(t, c)
 	return c, starts, ends
@@ -143,5 +149,52 @@ func TestJobCancelQueuedJob(t *testing.T) {
 		require.ErrorContains(t, err, "is cancelled")
 		require.False(t, baton.JobCancellable(baton.JobStateCancelled))
 		require.True(t, baton.JobCancellable(baton.JobStateRunning))
+	})
+}
+
+// A cancel reaches a running handler through the queue's notices, long
+// before the heartbeat would report it; a job chained behind another and
+// cancelled before it started never runs, and ends cancelled.
+func TestJobCancelReachesHandlerAtOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		release := make(chan struct{})
+		c, started, _ := cancelClientBeating(t, time.Minute, func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			if job.Args.N == 1 {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		ctx := t.Context()
+		var ids []string
+		for n := range 3 { // 0 runs, 1 is chained behind it, 2 waits
+			res, err := c.Insert(ctx, webhookArgs{Customer: "acme", N: n}, nil)
+			require.NoError(t, err)
+			ids = append(ids, res.Job.ID)
+		}
+		require.Equal(t, ids[0], recv(t, started, "the first job's start"))
+		require.Eventually(t, func() bool {
+			info, err := c.KeyGet(ctx, "default", "customer:acme")
+			return err == nil && info.Chained == 1
+		}, 5*time.Second, time.Millisecond, "the second job chained behind the first")
+		// Chained, not started: given back, and ended.
+		_, err := c.JobCancel(ctx, "default", ids[1])
+		require.NoError(t, err)
+		waitState(t, c, "default", ids[1], baton.JobStateCancelled)
+		// Running: its handler stops at once, not at the next heartbeat
+		// a minute away.
+		asked := time.Now()
+		_, err = c.JobCancel(ctx, "default", ids[0])
+		require.NoError(t, err)
+		waitState(t, c, "default", ids[0], baton.JobStateCancelled)
+		require.Less(t, time.Since(asked), 2*time.Second)
+		close(release)
+		require.Equal(t, ids[2], recv(t, started, "the key's third job's start"))
+		waitState(t, c, "default", ids[2], baton.JobStateCompleted)
 	})
 }

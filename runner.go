@@ -39,9 +39,9 @@ type runner struct {
 	fullNow  context.CancelFunc
 	stopping bool // Stop waits for the executions: start no more
 
-	// The recalls of chained jobs heard (recall.go): by key, and when each
+	// The recalls of chained jobs heard (notice.go): by key, and when each
 	// queue's listener last rechecked; listening: the queues whose
-	// recalls are heard, the only ones asked for chained jobs.
+	// notices are heard, the only ones asked for chained jobs.
 	recalls   map[recallKey]recall
 	rechecked map[string]time.Time
 	listening map[string]bool
@@ -155,13 +155,10 @@ func (c *Client) Start(ctx context.Context) error {
 	r.recording = make(map[*batondriver.JobFinish]*execution)
 	r.recalls, r.rechecked, r.listening = make(map[recallKey]recall), make(map[string]time.Time), make(map[string]bool)
 	c.runner = r
-	r.loops.Add(1 + len(c.cfg.Queues) + len(c.cfg.PeriodicJobs))
-	if !c.cfg.DisableChaining {
-		r.loops.Add(len(c.cfg.Queues))
-		r.listened.Add(len(c.cfg.Queues))
-		for _, q := range c.cfg.Queues {
-			go r.recaller(q.Name)
-		}
+	r.loops.Add(1 + 2*len(c.cfg.Queues) + len(c.cfg.PeriodicJobs))
+	r.listened.Add(len(c.cfg.Queues))
+	for _, q := range c.cfg.Queues {
+		go r.listen(q.Name)
 	}
 	go r.dispatch()
 	for _, q := range c.cfg.Queues {
@@ -325,7 +322,9 @@ func (r *runner) order() []string {
 func (r *runner) dispatch() {
 	defer r.loops.Done()
 	// The first fetches may chain jobs: not before the recalls are heard.
-	r.listened.Wait()
+	if !r.cfg.DisableChaining {
+		r.listened.Wait()
+	}
 	for r.fetchCtx.Err() == nil {
 		// Taken before the round: a worker freed during it wakes the next.
 		freed := r.slotChanged()
@@ -539,7 +538,7 @@ func (r *runner) leaseWait() time.Duration {
 // the job ahead would unchain them only once it returns), or whose job
 // ahead is not here (it returned before they came, or has a job chained
 // already), or that a recall heard while the call was out names
-// (recall.go). Given back, a job runs again at once (a recalled one when
+// (notice.go). Given back, a job runs again at once (a recalled one when
 // its key's limit lets it), its attempt not counted.
 //
 // The job ahead must be here under the lease the chain was made behind:
@@ -773,7 +772,7 @@ func (r *runner) handoff() bool {
 // (batondriver.JobFetchParams.Chain): a job chained behind a running one
 // starts on its worker as soon as it returns. Not once Stop has begun, nor
 // with Config.DisableChaining, nor while the client does not hear the
-// queue's recalls (recall.go). A client working one queue always asks; one
+// queue's recalls (notice.go). A client working one queue always asks; one
 // working several asks only if free, the workers that will be free when
 // the call has leased, is positive: a chained job then runs only while
 // another worker is free for the other queues (follow), and in a pool

@@ -94,6 +94,29 @@ type JobDriver interface {
 	// its place in its key's parked queue.
 	JobDelete(ctx context.Context, p *JobGetParams) error
 
+	// QueueListen registers interest in a queue's notices, which the
+	// transitions below publish in the same atomic step as their change,
+	// to every listener of the queue:
+	//
+	//   - A recall: a KeySetLimit that leaves a key with more holders than
+	//     its limit — lowered, or halted — while jobs are chained behind
+	//     them (JobFetchParams.Chain) sends the key and the highest fence
+	//     among its running and chained jobs. A job of the key chained with
+	//     a fence no higher was chained before the change, and would take
+	//     over a slot the key no longer has: its client should not start it
+	//     but give it back (JobFinish.GiveBack), which puts it at the head
+	//     of the key's parked jobs. A change that leaves the holders within
+	//     the limit recalls nothing.
+	//   - A cancel: a JobCancel of a running job (chained ones included)
+	//     sends its ID, so that its worker stops it without waiting for its
+	//     next JobExtend, which reports the request all the same.
+	//
+	// The backend changes nothing itself: a chained job whose client
+	// started it before the recall came runs. When QueueListen returns,
+	// delivery is established: every later notice of the queue reaches the
+	// listener, or a Recheck notice does.
+	QueueListen(ctx context.Context, p *QueueParams) (QueueListener, error)
+
 	// JobCancel cancels a job for an admin. A scheduled, parked or
 	// available job ends cancelled at once, Reason recorded as its error,
 	// freeing its key slot or its place among its key's parked jobs and
@@ -140,6 +163,28 @@ type JobDriver interface {
 	// with the last tick inserted under its name; expired records are
 	// dropped first. A queue with none gives an empty list.
 	QueueScheduleList(ctx context.Context, p *QueueParams) (*QueueScheduleListResult, error)
+}
+
+// QueueListener delivers the notices of one queue (JobDriver.QueueListen).
+type QueueListener interface {
+	// C delivers notices. It is never closed; stop receiving after Close.
+	C() <-chan QueueNotice
+	// Close stops delivery and releases the listener's resources. It is
+	// safe to call more than once.
+	Close()
+}
+
+// QueueNotice is one notice of a queue (JobDriver.QueueListen): a recall of
+// the jobs of Key chained with a fence no higher than Fence; a cancel of
+// the running job Cancel names; or, with Recheck set, word that notices
+// may have been lost (for example over a reconnect): every job chained so
+// far should be treated as recalled, and cancels come with the next
+// JobExtend.
+type QueueNotice struct {
+	Recheck bool
+	Key     string
+	Fence   int64
+	Cancel  string // a job ID
 }
 
 // JobState is where a job is in its life.

@@ -41,7 +41,7 @@ type KeyDriver interface {
 	// limit back to the head of its parked queue, the least urgent first
 	// and of a priority the newest first, so that jobs not yet started
 	// wait; running jobs finish. Jobs chained behind the running ones are
-	// left as they are, and recalled (KeyListen) if the key is left over
+	// left as they are, and recalled (JobDriver.QueueListen) if the key is left over
 	// its limit. It returns the key's state after the change.
 	KeySetLimit(ctx context.Context, p *KeySetLimitParams) (*KeyInfo, error)
 
@@ -57,40 +57,6 @@ type KeyDriver interface {
 	// are not filled in; the counts, Chained included, are. (A key with
 	// chained jobs has holders, so it is active.)
 	KeyList(ctx context.Context, p *KeyListParams) (*KeyListResult, error)
-
-	// KeyListen registers interest in the recalls of a queue's chained
-	// jobs (JobFetchParams.Chain). A KeySetLimit that leaves a key with
-	// more holders than its limit — lowered, or halted — while jobs are
-	// chained behind them tells every listener of the queue, in the same
-	// step, the key and the queue's last fencing token: a job of the key
-	// chained with a fence no higher was chained before the change, and
-	// would take over a slot the key no longer has. Its client should not
-	// start it but give it back (JobFinish.GiveBack), which puts it at the
-	// head of the key's parked jobs. The backend changes nothing itself: a
-	// chained job whose client started it before the notice came runs.
-	//
-	// When KeyListen returns, delivery is established: every later recall
-	// of the queue reaches the listener, or a Recheck notice does.
-	KeyListen(ctx context.Context, p *QueueParams) (KeyListener, error)
-}
-
-// KeyListener delivers the recalls of one queue.
-type KeyListener interface {
-	// C delivers notices. It is never closed; stop receiving after Close.
-	C() <-chan KeyNotice
-	// Close stops delivery and releases the listener's resources. It is
-	// safe to call more than once.
-	Close()
-}
-
-// KeyNotice recalls the jobs of Key chained with a fence no higher than
-// Fence (see KeyDriver.KeyListen); or, with Recheck set, says that notices
-// may have been lost (for example over a reconnect): every job chained so
-// far should be treated as recalled.
-type KeyNotice struct {
-	Recheck bool
-	Key     string
-	Fence   int64
 }
 
 // OnBusy is what happens to a job whose key is busy when it is admitted:

@@ -35,7 +35,7 @@ func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 	t.Run("Job", func(t *testing.T) { exerciseJobs(t, newDriver) })
 	t.Run("Key", func(t *testing.T) { exerciseKeys(t, newDriver) })
 	t.Run("Chain", func(t *testing.T) { exerciseChains(t, newDriver) })
-	t.Run("Recall", func(t *testing.T) { exerciseRecalls(t, newDriver) })
+	t.Run("Notice", func(t *testing.T) { exerciseNotices(t, newDriver) })
 	t.Run("Unique", func(t *testing.T) { exerciseUnique(t, newDriver) })
 	t.Run("Cancel", func(t *testing.T) { exerciseCancel(t, newDriver) })
 	t.Run("Schedule", func(t *testing.T) { exerciseSchedules(t, newDriver) })

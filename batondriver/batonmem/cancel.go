@@ -27,6 +27,7 @@ func (d *Driver) JobCancel(ctx context.Context, p *batondriver.JobCancelParams) 
 		if !j.cancelRequested() {
 			j.row.CancelRequestedAt, j.cancelReason = now, p.Reason
 		}
+		d.jobs.notify(p.Queue, batondriver.QueueNotice{Cancel: p.ID})
 	case queued(st):
 		q.remove(j)
 		woken := 0

@@ -42,9 +42,9 @@ const (
 type jobStore struct {
 	mu     sync.Mutex
 	queues map[string]*queueState
-	// recalls are the KeyListen listeners of each queue (keys.go); kept
-	// apart from queues, which forget idle queues.
-	recalls map[string]map[*keyListener]struct{}
+	// listeners are the QueueListen listeners of each queue (notices.go);
+	// kept apart from queues, which forget idle queues.
+	listeners map[string]map[*queueListener]struct{}
 }
 
 // queueState is one queue: its jobs, indexed by state.

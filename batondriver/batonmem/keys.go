@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/batondriver"
-	"github.com/batonhq/baton/internal/keynotice"
 )
 
 // jobKey is one concurrency key of a queue. The queue keeps it only while
@@ -588,58 +587,16 @@ func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitPara
 	s.tidy(p.Queue, q)   // a queue that never had a job, left with nothing
 	info := k.info(p.Queue, true)
 	if recalls(info) {
-		for l := range s.recalls[p.Queue] {
-			l.Post(batondriver.KeyNotice{Key: p.Key, Fence: info.Fence})
-		}
+		s.notify(p.Queue, batondriver.QueueNotice{Key: p.Key, Fence: info.Fence})
 	}
 	return info, nil
 }
 
 // recalls reports whether a change of limit that left a key as info says
-// recalls its chained jobs (batondriver.KeyDriver.KeyListen): some are
+// recalls its chained jobs (batondriver.JobDriver.QueueListen): some are
 // chained, and each would take over a slot beyond the limit.
 func recalls(info *batondriver.KeyInfo) bool {
 	return info.Chained > 0 && info.Limit >= 0 && info.Holding > info.Limit
-}
-
-// keyListener is a batondriver.KeyListener of one queue.
-type keyListener struct {
-	*keynotice.Mailbox
-	s     *jobStore
-	queue string
-}
-
-// Close implements batondriver.KeyListener.
-func (l *keyListener) Close() {
-	l.s.mu.Lock()
-	delete(l.s.recalls[l.queue], l)
-	if len(l.s.recalls[l.queue]) == 0 {
-		delete(l.s.recalls, l.queue)
-	}
-	l.s.mu.Unlock()
-	l.Mailbox.Close()
-}
-
-// KeyListen implements batondriver.KeyDriver.
-func (d *Driver) KeyListen(ctx context.Context, p *batondriver.QueueParams) (batondriver.KeyListener, error) {
-	if err := checkQueue(p.Queue); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s := &d.jobs
-	l := &keyListener{Mailbox: keynotice.New(), s: s, queue: p.Queue}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.recalls == nil {
-		s.recalls = make(map[string]map[*keyListener]struct{})
-	}
-	if s.recalls[p.Queue] == nil {
-		s.recalls[p.Queue] = make(map[*keyListener]struct{})
-	}
-	s.recalls[p.Queue][l] = struct{}{}
-	return l, nil
 }
 
 // KeyGet implements batondriver.KeyDriver. A key is found while active.

@@ -30,7 +30,7 @@ func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitPara
 		limit = itoa(p.Limit)
 	}
 	qk := d.queueKeys(p.Queue)
-	arr, err := d.scripts.keySetLimit.Exec(ctx, d.client, qk.keys, []string{p.Key, limit, qk.recallChannel()}).ToArray()
+	arr, err := d.scripts.keySetLimit.Exec(ctx, d.client, qk.keys, []string{p.Key, limit, qk.noticeChannel()}).ToArray()
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}

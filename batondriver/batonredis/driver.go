@@ -84,7 +84,7 @@ type Driver struct {
 	noIndex    bool         // Config.NoLockIndex
 	prune      indexPruner
 
-	recallIDs atomic.Uint64 // names KeyListen's listeners
+	noticeIDs atomic.Uint64 // names QueueListen's listeners
 
 	mu     sync.Mutex
 	subs   map[string]*subscription // by channel

@@ -33,7 +33,7 @@ import (
 //
 // and one shard channel, in the queue's slot:
 //
-//	P:queue:{Q}:recall             recalls of chained jobs, "fence|K" (KeyListen)
+//	P:queue:{Q}:notices            recalls of chained jobs "fence|K", cancels "c|ID" (QueueListen)
 //
 // A concurrency key K is any string of 1 to 512 bytes, used as it is: the
 // hash tag is the first {...} of the name, {Q}, whatever K holds, and the
@@ -130,8 +130,8 @@ func (d *Driver) buildQueueKeys(queue string) queueKeys {
 // job returns the key of job id.
 func (k queueKeys) job(id string) string { return k.keys[keyJobPrefix] + id }
 
-// recallChannel is the queue's shard channel for recalls of chained jobs.
-func (k queueKeys) recallChannel() string { return k.base + "recall" }
+// noticeChannel is the queue's shard channel for its notices (QueueListen).
+func (k queueKeys) noticeChannel() string { return k.base + "notices" }
 
 // withJobs returns the queue keys followed by the keys of ids, for a script
 // that names its jobs in KEYS.

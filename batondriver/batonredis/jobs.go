@@ -715,7 +715,7 @@ func (d *Driver) JobCancel(ctx context.Context, p *batondriver.JobCancelParams) 
 	if err := batondriver.CheckJobCancel(p); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	return d.jobAdmin(ctx, op, d.scripts.jobCancel, p.Queue, p.ID, p.Reason)
+	return d.jobAdmin(ctx, op, d.scripts.jobCancel, p.Queue, p.ID, p.Reason, d.queueKeys(p.Queue).noticeChannel())
 }
 
 // jobAdmin runs f, an admin's transition of job id that replies {0, server

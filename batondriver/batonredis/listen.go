@@ -11,14 +11,14 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/batonhq/baton/batondriver"
-	"github.com/batonhq/baton/internal/keynotice"
+	"github.com/batonhq/baton/internal/queuenotice"
 )
 
 // Grant notices travel on one shard channel per (lock key, driver instance):
 // a release publishes only to the instances whose waiters it granted, and
 // each instance hands the notice to the one waiting goroutine it names.
-// Recalls of chained jobs travel on one shard channel per queue, to every
-// listener of the queue. One subscription per channel serves every
+// Queue notices (recalls of chained jobs, cancels of running ones) travel
+// on one shard channel per queue, to every listener of the queue. One subscription per channel serves every
 // listener of this instance on it and lingers after the last one leaves,
 // so a contended key is subscribed once.
 
@@ -40,7 +40,7 @@ type subscription struct {
 	deliver func(s *subscription, msg string)
 
 	// Guarded by d.mu.
-	listeners map[string]mailbox // by token (grants) or listener ID (recalls)
+	listeners map[string]mailbox // by token (grants) or listener ID (queue notices)
 	ready     chan struct{}      // closed at the first confirmation
 	confirmed bool
 	linger    *time.Timer
@@ -64,19 +64,19 @@ func (l *listener) recheck() {
 	}
 }
 
-// recallListener is one KeyListen listener of a queue.
-type recallListener struct {
-	*keynotice.Mailbox
+// queueListener is one QueueListen listener of a queue.
+type queueListener struct {
+	*queuenotice.Mailbox
 	sub *subscription
 	id  string
 }
 
-func (l *recallListener) Close() {
+func (l *queueListener) Close() {
 	l.sub.leave(l.id, l)
 	l.Mailbox.Close()
 }
 
-func (l *recallListener) recheck() { l.Post(batondriver.KeyNotice{Recheck: true}) }
+func (l *queueListener) recheck() { l.Post(batondriver.QueueNotice{Recheck: true}) }
 
 // leave removes the listener mb, named id, from s, which lingers once it
 // has none left.
@@ -108,19 +108,19 @@ func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams
 	return l, nil
 }
 
-// KeyListen implements batondriver.KeyDriver. It returns once Redis has
-// confirmed the subscription of the queue's recall channel, or with an
+// QueueListen implements batondriver.KeyDriver. It returns once Redis has
+// confirmed the subscription of the queue's notice channel, or with an
 // error once ctx ends or the driver is closed. After a break in the
 // subscription (a reconnect), the listener receives a Recheck.
-func (d *Driver) KeyListen(ctx context.Context, p *batondriver.QueueParams) (batondriver.KeyListener, error) {
+func (d *Driver) QueueListen(ctx context.Context, p *batondriver.QueueParams) (batondriver.QueueListener, error) {
 	if err := checkQueue(p.Queue); err != nil {
-		return nil, jobErr("listen for recalls in", p.Queue, err)
+		return nil, jobErr("listen for notices in", p.Queue, err)
 	}
-	l := &recallListener{Mailbox: keynotice.New(), id: strconv.FormatUint(d.recallIDs.Add(1), 10)}
-	err := d.listen(ctx, d.queueKeys(p.Queue).recallChannel(), l.id, l, deliverRecall, func(s *subscription) { l.sub = s })
+	l := &queueListener{Mailbox: queuenotice.New(), id: strconv.FormatUint(d.noticeIDs.Add(1), 10)}
+	err := d.listen(ctx, d.queueKeys(p.Queue).noticeChannel(), l.id, l, deliverQueueNotice, func(s *subscription) { l.sub = s })
 	if err != nil {
 		l.Mailbox.Close()
-		return nil, jobErr("listen for recalls in", p.Queue, err)
+		return nil, jobErr("listen for notices in", p.Queue, err)
 	}
 	return l, nil
 }
@@ -290,19 +290,28 @@ func deliverGrant(s *subscription, msg string) {
 	}
 }
 
-// deliverRecall hands a published recall "fence|key" to every listener of
-// the queue.
-func deliverRecall(s *subscription, msg string) {
-	f, key, ok := strings.Cut(msg, "|")
-	fence, err := strconv.ParseInt(f, 10, 64)
-	if !ok || err != nil {
+// deliverQueueNotice hands a published queue notice — a recall
+// "fence|key", or a cancel "c|id" — to every listener of the queue.
+func deliverQueueNotice(s *subscription, msg string) {
+	var n batondriver.QueueNotice
+	head, rest, ok := strings.Cut(msg, "|")
+	if !ok {
 		return
+	}
+	if head == "c" {
+		n.Cancel = rest
+	} else {
+		fence, err := strconv.ParseInt(head, 10, 64)
+		if err != nil {
+			return
+		}
+		n.Key, n.Fence = rest, fence
 	}
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
 	for _, l := range s.listeners {
-		if l, ok := l.(*recallListener); ok {
-			l.Post(batondriver.KeyNotice{Key: key, Fence: fence})
+		if l, ok := l.(*queueListener); ok {
+			l.Post(n)
 		}
 	}
 }

@@ -115,17 +115,17 @@ func TestListenEndsWithDriver(t *testing.T) {
 	}
 }
 
-// TestKeyListenRechecksAfterBreak: recalls published while the
+// TestQueueListenRechecksAfterBreak: recalls published while the
 // subscription is down are lost, so a listener whose subscription broke
 // hears a Recheck, and recalls reach it again once it is back.
-func TestKeyListenRechecksAfterBreak(t *testing.T) {
+func TestQueueListenRechecksAfterBreak(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartT(t, nil)
 	client := newClient(t, srv.Addr())
 	d := newDriver(t, client)
 	ctx := t.Context()
 	queue := "q" + randomHex(6)
-	l, err := d.KeyListen(ctx, &batondriver.QueueParams{Queue: queue})
+	l, err := d.QueueListen(ctx, &batondriver.QueueParams{Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,14 +134,14 @@ func TestKeyListenRechecksAfterBreak(t *testing.T) {
 	if err := admin.Do(ctx, admin.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	receive := func() batondriver.KeyNotice {
+	receive := func() batondriver.QueueNotice {
 		t.Helper()
 		select {
 		case n := <-l.C():
 			return n
 		case <-time.After(5 * time.Second):
 			t.Fatal("no notice")
-			return batondriver.KeyNotice{}
+			return batondriver.QueueNotice{}
 		}
 	}
 	if n := receive(); !n.Recheck {
@@ -149,7 +149,7 @@ func TestKeyListenRechecksAfterBreak(t *testing.T) {
 	}
 	// Published until one arrives: the subscription comes back after a
 	// back-off, and a recheck may come again with its confirmation.
-	channel := d.queueKeys(queue).recallChannel()
+	channel := d.queueKeys(queue).noticeChannel()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if err := admin.Do(ctx, admin.B().Spublish().Channel(channel).Message("7|k|1").Build()).Error(); err != nil {
@@ -160,7 +160,7 @@ func TestKeyListenRechecksAfterBreak(t *testing.T) {
 			if n.Recheck {
 				continue
 			}
-			if n != (batondriver.KeyNotice{Key: "k|1", Fence: 7}) {
+			if n != (batondriver.QueueNotice{Key: "k|1", Fence: 7}) {
 				t.Fatalf("got %+v", n)
 			}
 			return

@@ -391,8 +391,9 @@ func (a *app) jobsCancelCmd() *cobra.Command {
 		Long: `Cancel jobs, in every process. A scheduled, parked or available job is cancelled at
 once (in the dead set, "cancelled by the admin API"), freeing its concurrency key's slot
 for the next parked job. A running job is asked to stop: its worker cancels the
-handler's context at its next heartbeat, and the job ends cancelled, not retried,
-unless its handler completes it first; 'baton jobs show' shows the request meanwhile.
+handler's context at once (at its next heartbeat if the notice is lost), and the job
+ends cancelled, not retried, unless its handler completes it first; 'baton jobs show'
+shows the request meanwhile.
 Completed, cancelled, dead and dropped jobs cannot be cancelled.`,
 		RunE: a.action(1, -1, func(ctx context.Context, b *backend, ids []string) error {
 			return a.eachJob(ctx, b, queue, ids, "cancelled", cancelJob)

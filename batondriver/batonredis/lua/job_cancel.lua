@@ -4,6 +4,8 @@
 -- script builds its concurrency key's keys from K (see joblib.lua).
 -- ARGV[1] the job's ID
 -- ARGV[2] the reason, recorded as the job's error
+-- ARGV[3] the queue's notice channel (P:queue:{Q}:notices, a shard channel
+--         of the queue's slot)
 --
 -- Returns {0, server ms, the array of the job's fields (F in joblib.lua)},
 -- or {NOT_FOUND} or {NOT_CANCELLABLE, state} (see joblib.lua): completed,
@@ -16,9 +18,10 @@
 -- each job promoted; it releases its unique claim as a cancelled job does
 -- (a period's claim lapses with its period). A running job keeps running
 -- and gets a cancel request (cancel, cancel_reason; see "Cancel requests"
--- in joblib.lua), unless it has one already, which is kept: job_extend.lua
--- reports it to the worker, and whatever ends the attempt but a completion
--- ends the job cancelled.
+-- in joblib.lua), unless it has one already, which is kept: the script
+-- publishes "c|ID" on the notice channel, so that its worker stops it at
+-- once, and job_extend.lua reports it all the same; whatever ends the
+-- attempt but a completion ends the job cancelled.
 local key, id, reason = KEYS[FIRST_JOB_KEY], ARGV[1], ARGV[2]
 local v = load_job(key)
 if not v then return {NOT_FOUND} end
@@ -28,6 +31,7 @@ if state == 'running' then
   if not v[FI.cancel] or v[FI.cancel] == '' then
     update(key, v, {'cancel', int(now), 'cancel_reason', reason})
   end
+  redis.call('SPUBLISH', ARGV[3], 'c|' .. id)
   return {0, now, v}
 end
 if not QUEUED[state] then return {NOT_CANCELLABLE, state} end

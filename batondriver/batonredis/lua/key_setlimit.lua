@@ -6,16 +6,16 @@
 -- fields (see the exception in joblib.lua).
 -- ARGV[1] the concurrency key
 -- ARGV[2] the new override, or "" to remove it
--- ARGV[3] the queue's recall channel (P:queue:{Q}:recall, a shard channel of
---         the queue's slot)
+-- ARGV[3] the queue's notice channel (P:queue:{Q}:notices, a shard channel
+--         of the queue's slot)
 --
 -- Returns key_info (joblib.lua) with holders, after the change.
 --
 -- If the key is left with jobs chained behind its holders and more holders
 -- than its limit, each chained job would take over a slot beyond the limit:
--- the script publishes "fence|key" on the recall channel, fence the highest
+-- the script publishes "fence|key" on the notice channel, fence the highest
 -- among the key's running holders and chained jobs, and their clients give
--- back those not started (batondriver.KeyDriver.KeyListen). It changes no
+-- back those not started (batondriver.JobDriver.QueueListen). It changes no
 -- chained job itself.
 --
 -- Lowering the limit below the holders moves the key's available holders,

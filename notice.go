@@ -9,16 +9,20 @@ import (
 	"github.com/batonhq/baton/batondriver"
 )
 
-// Recalls of chained jobs (docs/concurrency.md, "Chained jobs"). A job
-// chained behind a running one is leased already, and starts on that job's
-// worker the moment its handler returns, with no call to the backend in
-// between: that is the point of chaining. So a limit lowered or a key
-// halted while it waits would not stop it. The backend tells every client
-// working the queue instead (batondriver.KeyDriver.KeyListen), and the
-// client gives back the chained jobs of the key it has not started: they
-// wait at the head of the key's parked jobs, and run when the limit lets
-// them. A client asks for chains in a queue only while it hears its
-// recalls.
+// A queue's notices (batondriver.JobDriver.QueueListen) reach every client
+// working it: recalls of chained jobs, and cancels of running jobs.
+//
+// Recalls (docs/concurrency.md, "Chained jobs"). A job chained behind a
+// running one is leased already, and starts on that job's worker the
+// moment its handler returns, with no call to the backend in between: that
+// is the point of chaining. So a limit lowered or a key halted while it
+// waits would not stop it. The backend tells the clients instead, and each
+// gives back the chained jobs of the key it has not started: they wait at
+// the head of the key's parked jobs, and run when the limit lets them. A
+// client asks for chains in a queue only while it hears its notices.
+//
+// Cancels (Client.JobCancel). The heartbeat reports a running job's cancel
+// request, within HeartbeatInterval; the notice stops it at once.
 
 // recallKey names a concurrency key of a queue.
 type recallKey struct{ queue, key string }
@@ -35,14 +39,13 @@ type recall struct {
 // maxLeaseWait.
 const recallMemory = 2 * maxLeaseWait
 
-// recaller hears queue's recalls until Stop begins, and lets the
-// dispatcher and the completer ask for chained jobs of the queue while it
-// does.
+// listen hears queue's notices until Stop begins, and lets the dispatcher
+// and the completer ask for chained jobs of the queue while it does.
 //
 // Each try to listen waits for the backend at most leaseWait, and the
 // first one holds up the dispatcher's first fetch (it could chain jobs),
 // so that a client started on a reachable backend chains from the start.
-func (r *runner) recaller(queue string) {
+func (r *runner) listen(queue string) {
 	defer r.loops.Done()
 	first := true
 	tried := func() {
@@ -55,14 +58,14 @@ func (r *runner) recaller(queue string) {
 	backoff := 10 * time.Millisecond
 	for r.fetchCtx.Err() == nil {
 		ctx, cancel := context.WithTimeout(r.fetchCtx, r.leaseWait())
-		l, err := r.c.driver.KeyListen(ctx, &batondriver.QueueParams{Queue: queue})
+		l, err := r.c.driver.QueueListen(ctx, &batondriver.QueueParams{Queue: queue})
 		cancel()
 		tried()
 		if err != nil {
 			if r.fetchCtx.Err() != nil {
 				return
 			}
-			r.log.Warn("baton: cannot listen for recalls of chained jobs; not chaining jobs meanwhile", "queue", queue, "err", err)
+			r.log.Warn("baton: cannot listen for the queue's notices; not chaining jobs meanwhile", "queue", queue, "err", err)
 			select {
 			case <-time.After(backoff):
 			case <-r.fetchCtx.Done():
@@ -77,7 +80,11 @@ func (r *runner) recaller(queue string) {
 		for {
 			select {
 			case n := <-l.C():
-				r.recall(queue, n)
+				if n.Cancel != "" {
+					r.cancelRequested(queue, n.Cancel)
+				} else {
+					r.recall(queue, n)
+				}
 				continue
 			case <-r.fetchCtx.Done():
 			}
@@ -90,7 +97,7 @@ func (r *runner) recaller(queue string) {
 // recall gives back the chained jobs n recalls that have not started
 // (the ones in calls still in flight are given back as they come: see
 // recalled).
-func (r *runner) recall(queue string, n batondriver.KeyNotice) {
+func (r *runner) recall(queue string, n batondriver.QueueNotice) {
 	now := time.Now()
 	var rows []*JobRow
 	r.mu.Lock()
@@ -135,4 +142,27 @@ func (r *runner) recalled(queue string, row *JobRow, sent time.Time) bool {
 	}
 	rc, ok := r.recalls[recallKey{queue, row.Key}]
 	return ok && row.Fence <= rc.fence
+}
+
+// cancelRequested stops the job id of queue, whose cancel an admin
+// requested (Client.JobCancel), without waiting for the heartbeat that
+// reports it: its handler's context ends with ErrJobCancelled; chained and
+// not started, it is given back, and the backend ends it cancelled. A job
+// leased by a call still out when the notice came learns of it from the
+// heartbeat.
+func (r *runner) cancelRequested(queue, id string) {
+	var back *JobRow
+	r.mu.Lock()
+	if e := r.running[execKey{queue, id}]; e != nil && !e.returned {
+		e.cancel(ErrJobCancelled)
+	}
+	for _, e := range r.running {
+		if e.queue == queue && e.next != nil && e.next.ID == id {
+			back, e.next = e.next, nil
+		}
+	}
+	r.mu.Unlock()
+	if back != nil {
+		r.finish(queue, []*batondriver.JobFinish{giveBack(back)}, 0, nil, nil)
+	}
 }

@@ -11,35 +11,35 @@ import (
 	"github.com/batonhq/baton/batondriver"
 )
 
-// listen starts a KeyListen listener of the fixture's queue, closed at the
+// listen starts a QueueListen listener of the fixture's queue, closed at the
 // test's end.
-func (f *jobFixture) listen() batondriver.KeyListener {
+func (f *jobFixture) listen() batondriver.QueueListener {
 	f.t.Helper()
 	return f.listenTo(f.queue)
 }
 
-func (f *jobFixture) listenTo(queue string) batondriver.KeyListener {
+func (f *jobFixture) listenTo(queue string) batondriver.QueueListener {
 	f.t.Helper()
-	l, err := f.d.KeyListen(f.ctx, &batondriver.QueueParams{Queue: queue})
+	l, err := f.d.QueueListen(f.ctx, &batondriver.QueueParams{Queue: queue})
 	require.NoError(f.t, err)
 	f.t.Cleanup(l.Close)
 	return l
 }
 
-// recalled waits for l's next notice and requires it to be want.
-func recalled(t *testing.T, l batondriver.KeyListener, want batondriver.KeyNotice) {
+// noticed waits for l's next notice and requires it to be want.
+func noticed(t *testing.T, l batondriver.QueueListener, want batondriver.QueueNotice) {
 	t.Helper()
 	select {
 	case n := <-l.C():
 		require.Equal(t, want, n)
 	case <-time.After(5 * time.Second):
-		t.Fatalf("no recall %+v", want)
+		t.Fatalf("no notice %+v", want)
 	}
 }
 
 // noRecall requires that l holds no notice for a while. Only a test's last
 // check: the earlier ones are made by a later notice that must come first.
-func noRecall(t *testing.T, l batondriver.KeyListener) {
+func quiet(t *testing.T, l batondriver.QueueListener) {
 	t.Helper()
 	select {
 	case n := <-l.C():
@@ -48,10 +48,11 @@ func noRecall(t *testing.T, l batondriver.KeyListener) {
 	}
 }
 
-// exerciseRecalls checks KeyListen: a change of limit that leaves a key's
+// exerciseNotices checks QueueListen: a change of limit that leaves a key's
 // chained jobs (JobFetchParams.Chain) beyond its limit tells the queue's
-// listeners, and a change that leaves them within it does not.
-func exerciseRecalls(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
+// listeners, and a change that leaves them within it does not; a cancel of
+// a running job tells them its ID.
+func exerciseNotices(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
 	t.Run("HaltRecallsChained", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		l1, l2 := f.listen(), f.listen()
@@ -65,9 +66,9 @@ func exerciseRecalls(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 		// queue hears it, first: the changes above sent nothing.
 		info := f.setLimit(k, 0)
 		require.Equal(t, b.Fence, info.Fence)
-		want := batondriver.KeyNotice{Key: k, Fence: b.Fence}
-		recalled(t, l1, want)
-		recalled(t, l2, want)
+		want := batondriver.QueueNotice{Key: k, Fence: b.Fence}
+		noticed(t, l1, want)
+		noticed(t, l2, want)
 		// The backend changes nothing itself; the client gives b back, to
 		// the head of the parked jobs.
 		f.requireChained(k, map[string]string{a.ID: b.ID})
@@ -78,8 +79,8 @@ func exerciseRecalls(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 		// With nothing chained, a halt again recalls nothing.
 		f.setLimit(k, 1)
 		f.setLimit(k, 0)
-		noRecall(t, l1)
-		noRecall(t, other)
+		quiet(t, l1)
+		quiet(t, other)
 	})
 
 	t.Run("LoweredLimitRecallsChained", func(t *testing.T) {
@@ -99,22 +100,22 @@ func exerciseRecalls(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 		// keep the key at two.
 		info := f.setLimit(k, 1)
 		require.Equal(t, 2, info.Holding)
-		recalled(t, l, batondriver.KeyNotice{Key: k, Fence: max(got[2].Fence, got[3].Fence)})
+		noticed(t, l, batondriver.QueueNotice{Key: k, Fence: max(got[2].Fence, got[3].Fence)})
 		// Back to 2: within it again, nothing more.
 		f.setLimit(k, 2)
 		f.resetLimit(k)
 		f.requireState(parked, js[4].ID)
-		noRecall(t, l)
+		quiet(t, l)
 	})
 
 	t.Run("ListenRefusesBadQueue", func(t *testing.T) {
 		t.Parallel()
 		d := newDriver(t)
-		_, err := d.KeyListen(t.Context(), &batondriver.QueueParams{Queue: "bad queue"})
+		_, err := d.QueueListen(t.Context(), &batondriver.QueueParams{Queue: "bad queue"})
 		require.ErrorIs(t, err, batondriver.ErrBadParams)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		_, err = d.KeyListen(ctx, &batondriver.QueueParams{Queue: uniqueQueue()})
+		_, err = d.QueueListen(ctx, &batondriver.QueueParams{Queue: uniqueQueue()})
 		require.True(t, errors.Is(err, context.Canceled), "an ended context: %v", err)
 	})
 
@@ -126,7 +127,26 @@ func exerciseRecalls(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 		k := key("k")
 		_, b, _ := f.chain(k, 10*time.Second)
 		f.setLimit(k, 0)
-		recalled(t, open, batondriver.KeyNotice{Key: k, Fence: b.Fence})
-		noRecall(t, closed)
+		noticed(t, open, batondriver.QueueNotice{Key: k, Fence: b.Fence})
+		quiet(t, closed)
+	})
+	t.Run("CancelOfRunningJobTells", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		l := f.listen()
+		k := key("k")
+		js := f.insertRes(newJob(), keyJob(k, 1), keyJob(k, 1), keyJob(k, 1)).Jobs
+		got := f.fetchChain(2, 10*time.Second).Jobs
+		require.Equal(t, []string{js[0].ID, js[1].ID, js[2].ID}, ids(got), "two running, one chained")
+		// A queued job ends at once: nobody needs telling.
+		_, err := f.cancel(js[3].ID)
+		require.NoError(t, err)
+		// A running one, and a chained one, are told by ID, first: the
+		// cancel above sent nothing. A second request tells again.
+		for _, id := range []string{js[0].ID, js[2].ID, js[0].ID} {
+			_, err := f.cancel(id)
+			require.NoError(t, err)
+			noticed(t, l, batondriver.QueueNotice{Cancel: id})
+		}
+		quiet(t, l)
 	})
 }

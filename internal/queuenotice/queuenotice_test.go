@@ -1,4 +1,4 @@
-package keynotice
+package queuenotice
 
 import (
 	"testing"
@@ -7,14 +7,14 @@ import (
 	"github.com/batonhq/baton/batondriver"
 )
 
-func receive(t *testing.T, m *Mailbox) batondriver.KeyNotice {
+func receive(t *testing.T, m *Mailbox) batondriver.QueueNotice {
 	t.Helper()
 	select {
 	case n := <-m.C():
 		return n
 	case <-time.After(5 * time.Second):
 		t.Fatal("no notice")
-		return batondriver.KeyNotice{}
+		return batondriver.QueueNotice{}
 	}
 }
 
@@ -33,8 +33,8 @@ func TestPostsMergeAndNoneIsLost(t *testing.T) {
 	m := New()
 	defer m.Close()
 	for i := range 10000 {
-		m.Post(batondriver.KeyNotice{Key: "a", Fence: int64(i)})
-		m.Post(batondriver.KeyNotice{Key: "b", Fence: int64(5 - i%3)})
+		m.Post(batondriver.QueueNotice{Key: "a", Fence: int64(i)})
+		m.Post(batondriver.QueueNotice{Key: "b", Fence: int64(5 - i%3)})
 	}
 	last := map[string]int64{}
 	n := 0
@@ -59,13 +59,13 @@ func TestPostsMergeAndNoneIsLost(t *testing.T) {
 func TestRecheckFirstAndOnce(t *testing.T) {
 	m := New()
 	defer m.Close()
-	m.Post(batondriver.KeyNotice{Key: "a", Fence: 1})
-	m.Post(batondriver.KeyNotice{Recheck: true})
-	m.Post(batondriver.KeyNotice{Recheck: true})
+	m.Post(batondriver.QueueNotice{Key: "a", Fence: 1})
+	m.Post(batondriver.QueueNotice{Recheck: true})
+	m.Post(batondriver.QueueNotice{Recheck: true})
 	first := receive(t, m)
 	if first.Key == "a" { // handed on before the recheck came
 		first = receive(t, m)
-	} else if n := receive(t, m); n != (batondriver.KeyNotice{Key: "a", Fence: 1}) {
+	} else if n := receive(t, m); n != (batondriver.QueueNotice{Key: "a", Fence: 1}) {
 		t.Fatalf("after the recheck: %+v", n)
 	}
 	if !first.Recheck {
@@ -79,10 +79,35 @@ func TestCloseStops(t *testing.T) {
 	m := New()
 	m.Close()
 	m.Close()
-	m.Post(batondriver.KeyNotice{Key: "a", Fence: 1})
+	m.Post(batondriver.QueueNotice{Key: "a", Fence: 1})
 	select {
 	case <-m.Closed():
 	default:
 		t.Fatal("Closed not closed")
+	}
+}
+
+// Cancels come after a recheck and before recalls, each job once while
+// not handed on.
+func TestCancelsOnceEach(t *testing.T) {
+	m := New()
+	defer m.Close()
+	m.Post(batondriver.QueueNotice{Key: "a", Fence: 1})
+	m.Post(batondriver.QueueNotice{Cancel: "j1"})
+	m.Post(batondriver.QueueNotice{Cancel: "j2"})
+	m.Post(batondriver.QueueNotice{Cancel: "j1"})
+	got := map[batondriver.QueueNotice]int{}
+	for range 3 {
+		got[receive(t, m)]++
+	}
+	quiet(t, m)
+	want := map[batondriver.QueueNotice]int{{Key: "a", Fence: 1}: 1, {Cancel: "j1"}: 1, {Cancel: "j2"}: 1}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for n, c := range want {
+		if got[n] != c {
+			t.Fatalf("got %v, want %v", got, want)
+		}
 	}
 }
