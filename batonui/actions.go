@@ -3,6 +3,8 @@ package batonui
 import (
 	"net/http"
 	"net/url"
+
+	"github.com/batonhq/baton"
 )
 
 // The actions. Each is a POST that got past authentication, the CSRF
@@ -37,6 +39,21 @@ func (h *handler) retry(w http.ResponseWriter, r *http.Request) {
 	}
 	h.cfg.Logger.Info("batonui: job retried", "queue", q, "job_id", id)
 	h.redirectBack(w, r, "/queues/"+url.PathEscape(q)+"/jobs/"+url.PathEscape(id), "retried")
+}
+
+func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
+	q, id := r.PathValue("queue"), r.PathValue("id")
+	row, err := h.client.JobCancel(r.Context(), q, id)
+	if err != nil {
+		h.backendError(w, r, err)
+		return
+	}
+	done := "cancelled"
+	if row.State == baton.JobStateRunning {
+		done = "stopping"
+	}
+	h.cfg.Logger.Info("batonui: job cancelled", "queue", q, "job_id", id, "state", row.State)
+	h.redirectBack(w, r, "/queues/"+url.PathEscape(q)+"/jobs/"+url.PathEscape(id), done)
 }
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {

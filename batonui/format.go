@@ -60,6 +60,7 @@ func (h *handler) funcs() template.FuncMap {
 		"lastError": lastError,
 		"canRetry":  canRetry,
 		"canDelete": canDelete,
+		"canCancel": canCancel,
 		"jobTime":   jobTime,
 		"timeLabel": timeLabel,
 		"writable":  func() bool { return h.cfg.Writable },
@@ -262,7 +263,7 @@ func lastError(j *baton.JobRow) string {
 	return j.Errors[len(j.Errors)-1].Error
 }
 
-// canRetry and canDelete mirror what the admin API accepts, so that no
+// canRetry, canDelete and canCancel mirror what the admin API accepts, so that no
 // page offers an action bound to fail. An available job can be retried too
 // (baton.JobRetryable), but it is already waiting for a worker: a Retry
 // button on every row of a queue would not make it run any sooner.
@@ -271,3 +272,9 @@ func canRetry(j *baton.JobRow) bool {
 }
 
 func canDelete(j *baton.JobRow) bool { return j.State != baton.JobStateRunning }
+
+// canCancel: a job JobCancel takes (baton.JobCancellable), but a running
+// one already asked to stop.
+func canCancel(j *baton.JobRow) bool {
+	return baton.JobCancellable(j.State) && (j.State != baton.JobStateRunning || j.CancelRequestedAt.IsZero())
+}

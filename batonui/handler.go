@@ -75,6 +75,7 @@ func (h *handler) routes() http.Handler {
 	mux.HandleFunc("POST /queues/{queue}/resume", h.queueName(h.resume))
 	mux.HandleFunc("POST /queues/{queue}/jobs/{id}/retry", h.queueName(h.retry))
 	mux.HandleFunc("POST /queues/{queue}/jobs/{id}/delete", h.queueName(h.delete))
+	mux.HandleFunc("POST /queues/{queue}/jobs/{id}/cancel", h.queueName(h.cancel))
 	mux.HandleFunc("POST /queues/{queue}/keys/limit", h.queueName(h.setLimit)) // ?key=
 	mux.HandleFunc("POST /queues/{queue}/keys/reset", h.queueName(h.resetLimit))
 
@@ -259,13 +260,15 @@ func (h *handler) backendError(w http.ResponseWriter, r *http.Request, err error
 // flashes are the only messages a redirect after an action may show,
 // chosen by a code in its URL.
 var flashes = map[string]string{
-	"paused":  "Queue paused: no process fetches from it until it is resumed.",
-	"resumed": "Queue resumed.",
-	"retried": "Job retried, with its attempts reset: it is available now, or parked if its concurrency key is busy.",
-	"deleted": "Job deleted.",
-	"limit":   "Limit stored: it holds for every process, over the kinds' default, until reset. Parked jobs start as slots free.",
-	"halted":  "Key halted: no job of it starts until its limit is raised or reset. Running jobs finish.",
-	"reset":   "Limit reset: the default limit of the key's jobs applies again.",
+	"paused":    "Queue paused: no process fetches from it until it is resumed.",
+	"resumed":   "Queue resumed.",
+	"retried":   "Job retried, with its attempts reset: it is available now, or parked if its concurrency key is busy.",
+	"deleted":   "Job deleted.",
+	"cancelled": "Job cancelled: it will not run. Its concurrency key's slot, if it held one, went to the next parked job.",
+	"stopping":  "Job asked to stop: its worker cancels the handler's context now, and the job ends cancelled, not retried, unless the handler completes it first.",
+	"limit":     "Limit stored: it holds for every process, over the kinds' default, until reset. Parked jobs start as slots free.",
+	"halted":    "Key halted: no job of it starts until its limit is raised or reset. Running jobs finish.",
+	"reset":     "Limit reset: the default limit of the key's jobs applies again.",
 }
 
 // redirectBack answers an action with 303 to the form's "return" field if

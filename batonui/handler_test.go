@@ -263,7 +263,8 @@ func TestCSRFRejectsCrossOriginPosts(t *testing.T) {
 func TestReadOnlyRefusesPost(t *testing.T) {
 	e := setup(t, nil) // read-only by default
 	j := e.insert("default", "email", nil)
-	for _, path := range []string{"/queues/default/pause", "/queues/default/jobs/" + j.ID + "/delete", "/queues/default/jobs/" + j.ID + "/retry"} {
+	for _, path := range []string{"/queues/default/pause", "/queues/default/jobs/" + j.ID + "/delete", "/queues/default/jobs/" + j.ID + "/retry",
+		"/queues/default/jobs/" + j.ID + "/cancel"} {
 		resp := e.post(path, url.Values{})
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, path)
 	}
@@ -430,6 +431,30 @@ func TestActions(t *testing.T) {
 	resp = e.post("/queues/q/resume", url.Values{"return": {"/"}})
 	require.Equal(t, "/?done=resumed", resp.Header.Get("Location"))
 	require.False(t, e.paused("q"))
+
+	// Cancel: a queued job ends at once; a running one is asked to stop,
+	// its page showing the request and no second Cancel; a completed one
+	// is refused.
+	queued := e.insert("c", "k", nil)
+	require.Contains(t, e.get("/queues/c/jobs/"+queued.ID, http.StatusOK), "/cancel")
+	resp = e.post("/queues/c/jobs/"+queued.ID+"/cancel", url.Values{})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/queues/c/jobs/"+queued.ID+"?done=cancelled", resp.Header.Get("Location"))
+	row, err = e.client.JobGet(ctx, "c", queued.ID)
+	require.NoError(t, err)
+	require.Equal(t, baton.JobStateCancelled, row.State)
+	e.insert("c", "k", nil)
+	fetched, err := e.driver.JobFetch(ctx, &batondriver.JobFetchParams{Queue: "c", Max: 1, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	running := fetched.Jobs[0]
+	resp = e.post("/queues/c/jobs/"+running.ID+"/cancel", url.Values{})
+	require.Equal(t, "/queues/c/jobs/"+running.ID+"?done=stopping", resp.Header.Get("Location"))
+	page := e.get("/queues/c/jobs/"+running.ID+"?done=stopping", http.StatusOK)
+	require.Contains(t, page, "Job asked to stop")
+	require.Contains(t, page, `id="cancel-requested"`)
+	require.NotContains(t, page, running.ID+`/cancel"`, "no second Cancel")
+	resp = e.post("/queues/done/jobs/"+completed.ID+"/cancel", url.Values{})
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
 }
 
 func TestPagination(t *testing.T) {
