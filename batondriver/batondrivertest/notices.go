@@ -108,6 +108,25 @@ func exerciseNotices(t *testing.T, newDriver func(t *testing.T) batondriver.JobD
 		quiet(t, l)
 	})
 
+	t.Run("ResetRecallsChainedOverItsOwnDefault", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		l := f.listen()
+		k := key("k")
+		f.setLimit(k, 2)
+		js := f.insertRes(keyJob(k, 1), keyJob(k, 1), keyJob(k, 1)).Jobs
+		got := f.fetchChain(2, 10*time.Second).Jobs
+		require.Equal(t, []string{js[0].ID, js[1].ID, js[2].ID}, ids(got), "two run under the override, the third chained")
+		// A job of a larger default: the key's latest, parked.
+		d := f.insertOne(keyJob(k, 3))
+		f.requireState(parked, d.ID)
+		// Without the override, d's default admits it beside the two
+		// holders, but the chained job's own default, 1, admits it
+		// nowhere near three holders: recalled.
+		info := f.resetLimit(k)
+		require.Equal(t, 3, info.Holding)
+		noticed(t, l, batondriver.QueueNotice{Key: k, Fence: info.Fence})
+	})
+
 	t.Run("ListenRefusesBadQueue", func(t *testing.T) {
 		t.Parallel()
 		d := newDriver(t)

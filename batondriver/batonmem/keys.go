@@ -586,17 +586,23 @@ func (d *Driver) KeySetLimit(ctx context.Context, p *batondriver.KeySetLimitPara
 	q.wake(q.promote(k)) // promote also forgets k if idle
 	s.tidy(p.Queue, q)   // a queue that never had a job, left with nothing
 	info := k.info(p.Queue, true)
-	if recalls(info) {
+	if k.overChained() {
 		s.notify(p.Queue, batondriver.QueueNotice{Key: p.Key, Fence: info.Fence})
 	}
 	return info, nil
 }
 
-// recalls reports whether a change of limit that left a key as info says
-// recalls its chained jobs (batondriver.JobDriver.QueueListen): some are
-// chained, and each would take over a slot beyond the limit.
-func recalls(info *batondriver.KeyInfo) bool {
-	return info.Chained > 0 && info.Limit >= 0 && info.Holding > info.Limit
+// overChained reports whether a job chained behind one of k's holders
+// would take over a slot beyond the limit that admits it — the override,
+// else its own default, as a chain asks (chain) — so that a change of
+// limit recalls the key's chained jobs (batondriver.JobDriver.QueueListen).
+func (k *jobKey) overChained() bool {
+	for _, h := range k.holders {
+		if h.next != nil && len(k.holders) > k.limitFor(h.next) {
+			return true
+		}
+	}
+	return false
 }
 
 // KeyGet implements batondriver.KeyDriver. A key is found while active.

@@ -11,8 +11,9 @@
 --
 -- Returns key_info (joblib.lua) with holders, after the change.
 --
--- If the key is left with jobs chained behind its holders and more holders
--- than its limit, each chained job would take over a slot beyond the limit:
+-- If the key is left with a job chained behind a holder and more holders
+-- than the limit that admits that job (the override, else its default),
+-- it would take over a slot beyond the limit:
 -- the script publishes "fence|key" on the notice channel, fence the highest
 -- among the key's running holders and chained jobs, and their clients give
 -- back those not started (batondriver.JobDriver.QueueListen). It changes no
@@ -91,8 +92,21 @@ local avail = new_batch()
 promote(avail, k)
 wake(flush_available(avail))
 local info = key_info(k, true)
--- info: {active, limit, override, holding, running, parked, oldest, fence, chained, ...}
-if info[9] > 0 and info[2] >= 0 and info[4] > info[2] then
-  redis.call('SPUBLISH', ARGV[3], int(info[8]) .. '|' .. k)
+-- info: {active, limit, override, holding, running, parked, oldest, fence,
+-- chained, holders {id, state, fence, lease_until, next}...}. A chained job
+-- would take over a slot beyond the limit that admits it: the override,
+-- else its own default, as chain_next asks.
+if info[9] > 0 then
+  local over = redis.call('HGET', m, 'limit')
+  for i = 10, #info do
+    local nx = info[i][5]
+    if nx ~= '' then
+      local lim = tonumber(over or redis.call('HGET', J .. nx, 'limit')) or 0
+      if info[4] > lim then
+        redis.call('SPUBLISH', ARGV[3], int(info[8]) .. '|' .. k)
+        break
+      end
+    end
+  end
 end
 return info
