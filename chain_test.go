@@ -813,14 +813,14 @@ func testHaltRecallsChainedJob(t *testing.T, limit int) {
 // heldReplies holds the replies of the fetches made once armed until
 // released: the backend has run them, their caller does not know yet.
 type heldReplies struct {
-	batondriver.JobDriver
+	*tappedNotices
 	armed   atomic.Bool
 	held    chan struct{} // a value per reply held
 	release chan struct{}
 }
 
 func (d *heldReplies) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
-	res, err := d.JobDriver.JobFetch(ctx, p)
+	res, err := d.tappedNotices.JobFetch(ctx, p)
 	if err == nil && len(res.Jobs) > 0 && d.armed.CompareAndSwap(true, false) {
 		d.held <- struct{}{}
 		<-d.release
@@ -834,7 +834,7 @@ func (d *heldReplies) JobFetch(ctx context.Context, p *batondriver.JobFetchParam
 func TestHaltRecallsJobChainedByCallInFlight(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
-		d := &heldReplies{JobDriver: newJobDriver(t), held: make(chan struct{}, 1), release: make(chan struct{})}
+		d := &heldReplies{tappedNotices: tapNotices(newJobDriver(t)), held: make(chan struct{}, 1), release: make(chan struct{})}
 		d.armed.Store(true)
 		gate := make(chan struct{})
 		began := make(chan int, 10)
@@ -857,9 +857,10 @@ func TestHaltRecallsJobChainedByCallInFlight(t *testing.T) {
 		info, err := c.SetLimit(ctx, "default", "customer:a", 0)
 		require.NoError(t, err)
 		require.Equal(t, 1, info.Chained, "the held fetch chained a job")
-		// The recall is heard before the reply comes: once the key's
-		// listener has it, give the reply.
-		time.Sleep(100 * time.Millisecond)
+		// The recall is heard before the reply comes: once the client
+		// has taken it and the notice after it, give the reply.
+		require.NotZero(t, recv(t, d.forwarded, "the recall").Fence)
+		d.inject(batondriver.QueueNotice{Key: "nobody"})
 		close(d.release)
 		require.Equal(t, 0, <-began)
 		require.Eventually(t, func() bool {
@@ -876,5 +877,130 @@ func TestHaltRecallsJobChainedByCallInFlight(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, baton.JobStateParked, row.State)
 		require.Zero(t, row.Attempt)
+	})
+}
+
+// tappedNotices hands the client its queues' notices itself: each one the
+// backend sends, reported on forwarded once the client has taken it, and
+// those a test injects. With deaf set, QueueListen fails.
+type tappedNotices struct {
+	batondriver.JobDriver
+	deaf      bool
+	out       chan batondriver.QueueNotice // unbuffered: a send returns once the client has the notice
+	forwarded chan batondriver.QueueNotice
+}
+
+func tapNotices(d batondriver.JobDriver) *tappedNotices {
+	return &tappedNotices{JobDriver: d, out: make(chan batondriver.QueueNotice), forwarded: make(chan batondriver.QueueNotice, 100)}
+}
+
+// inject hands n to the client, and returns once the client has taken it:
+// it has acted on every notice before.
+func (d *tappedNotices) inject(n batondriver.QueueNotice) { d.out <- n }
+
+func (d *tappedNotices) QueueListen(ctx context.Context, p *batondriver.QueueParams) (batondriver.QueueListener, error) {
+	if d.deaf {
+		return nil, errors.New("deaf")
+	}
+	l, err := d.JobDriver.QueueListen(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	t := &tappedListener{QueueListener: l, out: d.out, done: make(chan struct{})}
+	go func() {
+		for {
+			select {
+			case n := <-l.C():
+				select {
+				case d.out <- n:
+					d.forwarded <- n
+				case <-t.done:
+					return
+				}
+			case <-t.done:
+				return
+			}
+		}
+	}()
+	return t, nil
+}
+
+type tappedListener struct {
+	batondriver.QueueListener
+	out  chan batondriver.QueueNotice
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *tappedListener) C() <-chan batondriver.QueueNotice { return l.out }
+
+func (l *tappedListener) Close() {
+	l.once.Do(func() { close(l.done) })
+	l.QueueListener.Close()
+}
+
+// A Recheck (notices may have been lost) gives back every chained job not
+// started: it may have been recalled.
+func TestRecheckGivesBackChainedJobs(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := tapNotices(newJobDriver(t))
+		gate := make(chan struct{})
+		began := make(chan int, 10)
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			began <- job.Args.N
+			select {
+			case <-gate:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, Logger: quiet, PollInterval: 5 * time.Second})
+		require.NoError(t, err)
+		ids := insertBacklog(t, c, "a", 3)
+		start(t, c)
+		ctx := t.Context()
+		require.Equal(t, 0, recv(t, began, "the first job's start"))
+		require.Eventually(t, func() bool {
+			info, err := c.KeyGet(ctx, "default", "customer:a")
+			return err == nil && info.Chained == 1
+		}, 5*time.Second, time.Millisecond, "a job chained behind the first")
+		d.inject(batondriver.QueueNotice{Recheck: true})
+		require.Eventually(t, func() bool {
+			info, err := c.KeyGet(ctx, "default", "customer:a")
+			return err == nil && info.Chained == 0 && info.Parked == 2
+		}, 5*time.Second, time.Millisecond, "the chained job given back")
+		row, err := c.JobGet(ctx, "default", ids[1])
+		require.NoError(t, err)
+		require.Zero(t, row.Attempt)
+		// The key goes on, in order.
+		close(gate)
+		require.Equal(t, 1, recv(t, began, "the second job's start"))
+		require.Equal(t, 2, recv(t, began, "the third job's start"))
+	})
+}
+
+// A client that cannot hear a queue's notices chains none of its jobs (a
+// halt could not reach them), and runs them all the same.
+func TestNoChainsWhileDeaf(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := tapNotices(newJobDriver(t))
+		d.deaf = true
+		counted := &countingDriver{JobDriver: d}
+		var done atomic.Int32
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error {
+			done.Add(1)
+			return nil
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		c, err := baton.NewClient(counted, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet, PollInterval: 5 * time.Second})
+		require.NoError(t, err)
+		insertBacklog(t, c, "a", 20)
+		start(t, c)
+		require.Eventually(t, func() bool { return done.Load() == 20 }, 10*time.Second, time.Millisecond)
+		require.Zero(t, counted.chained.Load(), "jobs chained by a client that hears no recalls")
 	})
 }

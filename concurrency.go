@@ -264,11 +264,11 @@ func (c *Client) KeyGet(ctx context.Context, queue, key string) (*KeyInfo, error
 // chained behind running ones (leased in advance, at most one per running
 // job: KeyInfo.Chained; see Config.DisableChaining): every client working
 // the queue hears of the change and gives back those it has not started.
-// One whose job ahead returned before its client heard — within about a
-// round trip of the change, or while that client was reconnecting to the
-// backend — has started, and runs like the running jobs; every job leased
-// before the change holds a fence no higher than the returned
-// KeyInfo.Fence. n must be 0 to MaxKeyLimit. It returns the key's state
+// One that started before its client heard — its job ahead returned just
+// before the change (the backend shows that job running until its outcome
+// is recorded), or while the client was reconnecting to the backend —
+// runs like the running jobs; every job leased before the change holds a
+// fence no higher than the returned KeyInfo.Fence. n must be 0 to MaxKeyLimit. It returns the key's state
 // after the change.
 func (c *Client) SetLimit(ctx context.Context, queue, key string, n int) (*KeyInfo, error) {
 	if err := checkQueue(queue); err != nil {

@@ -108,7 +108,7 @@ type Config struct {
 	// have if the job ahead returned as the change was made. With chaining
 	// disabled, a halt stops every job not yet started at once, at the cost
 	// of a round trip between a key's jobs. A client asks for chained jobs
-	// of a queue only while it hears the queue's changes of limit.
+	// of a queue only once it listens to the queue's notices.
 	DisableChaining bool
 
 	// AllowUnknownKinds lets a client with Workers insert kinds it has no

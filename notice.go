@@ -60,8 +60,8 @@ func (r *runner) listen(queue string) {
 		ctx, cancel := context.WithTimeout(r.fetchCtx, r.leaseWait())
 		l, err := r.c.driver.QueueListen(ctx, &batondriver.QueueParams{Queue: queue})
 		cancel()
-		tried()
 		if err != nil {
+			tried()
 			if r.fetchCtx.Err() != nil {
 				return
 			}
@@ -77,6 +77,7 @@ func (r *runner) listen(queue string) {
 		r.mu.Lock()
 		r.listening[queue] = true
 		r.mu.Unlock()
+		tried() // after listening is set: the first fetch may chain
 		for {
 			select {
 			case n := <-l.C():
@@ -125,17 +126,30 @@ func (r *runner) recall(queue string, n batondriver.QueueNotice) {
 	// Each goes back to the head of its key's parked jobs: the last
 	// leased first, so that they keep the order they were leased in.
 	slices.SortFunc(rows, func(a, b *JobRow) int { return cmp.Compare(b.Fence, a.Fence) })
+	r.log.Info("baton: the limit of a key was lowered; giving back the jobs chained behind its running ones",
+		"queue", queue, "key", n.Key, "jobs", len(rows))
+	r.giveBackChained(queue, rows)
+}
+
+// giveBackChained gives back rows, chained jobs taken out of their job
+// ahead's next, in one call, on a goroutine of its own that Stop waits
+// for: the listener goes on hearing notices meanwhile. Until the call is
+// recorded the heartbeat renews their leases (recording), as it does an
+// outcome's: the job ahead's outcome may hand one its slot first.
+func (r *runner) giveBackChained(queue string, rows []*JobRow) {
 	back := make([]*batondriver.JobFinish, len(rows))
+	r.mu.Lock()
 	for i, row := range rows {
 		back[i] = giveBack(row)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		r.recording[back[i]] = &execution{queue: queue, row: row, ctx: ctx, cancel: cancel, returned: true}
 	}
-	r.log.Info("baton: the limit of a key was lowered; giving back the jobs chained behind its running ones",
-		"queue", queue, "key", n.Key, "jobs", len(back))
-	r.finish(queue, back, 0, nil, nil)
+	r.mu.Unlock()
+	r.givingBack.Go(func() { r.finish(queue, back, 0, nil, nil) })
 }
 
 // recalled reports whether the chained job row, leased by a call of queue
-// sent at sent, was recalled while the call was out. r.mu is held.
+// sent at sent, was recalled since. r.mu is held.
 func (r *runner) recalled(queue string, row *JobRow, sent time.Time) bool {
 	if at, ok := r.rechecked[queue]; ok && sent.Before(at) {
 		return true
@@ -163,6 +177,6 @@ func (r *runner) cancelRequested(queue, id string) {
 	}
 	r.mu.Unlock()
 	if back != nil {
-		r.finish(queue, []*batondriver.JobFinish{giveBack(back)}, 0, nil, nil)
+		r.giveBackChained(queue, []*JobRow{back})
 	}
 }

@@ -46,6 +46,9 @@ type runner struct {
 	rechecked map[string]time.Time
 	listening map[string]bool
 	listened  sync.WaitGroup // done as each queue's first try to listen ends
+	// givingBack counts the calls giving back chained jobs recalled or
+	// cancelled (notice.go); Stop waits for them.
+	givingBack sync.WaitGroup
 
 	// recording are the outcomes handed to the completer and not recorded
 	// yet, each with its execution, gone from running: the heartbeat
@@ -95,6 +98,9 @@ type execution struct {
 	// next is the job chained behind this one (see chain), to run on the
 	// same worker once this handler returns; guarded by runner.mu.
 	next *JobRow
+	// nextSent is when the call that leased next was sent (recalled);
+	// guarded by runner.mu.
+	nextSent time.Time
 	// followed is the execution of that job, once started (follow), under
 	// this one's lease; guarded by runner.mu.
 	followed *execution
@@ -221,6 +227,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	close(r.finishes)
 	<-r.finished
+	r.givingBack.Wait()
 	r.settleLost()
 	close(r.hbStop)
 	<-r.hbDone
@@ -578,7 +585,7 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 			back = append(back, giveBack(row))
 			continue
 		}
-		e.next = row
+		e.next, e.nextSent = row, sent
 	}
 	r.mu.Unlock()
 	for _, e := range es {
@@ -724,7 +731,8 @@ func (r *runner) executeOne(e *execution) *execution {
 // lease can no longer be trusted (its until has passed while e waited for
 // the finish of the job ahead): the chained job would run under a lease
 // the backend may be taking back, which puts the job back as not started;
-// e's outcome unchains it, should the lease still be held.
+// e's outcome unchains it, should the lease still be held. And if a recall
+// of its key came since it was chained (notice.go), heard as e returned.
 //
 // A client working several queues unchains the job too when no other
 // worker is free (but those a fetch in flight asks jobs for): then the
@@ -737,7 +745,8 @@ func (r *runner) follow(e *execution, ok bool) (*execution, bool) {
 	switch {
 	case row == nil || !ok || e.lost:
 		return nil, false
-	case r.fetchCtx.Err() != nil, len(r.cfg.Queues) > 1 && r.free-r.fetching <= 0, !time.Now().Before(e.until):
+	case r.fetchCtx.Err() != nil, len(r.cfg.Queues) > 1 && r.free-r.fetching <= 0, !time.Now().Before(e.until),
+		r.recalled(e.queue, row, e.nextSent):
 		return nil, true
 	}
 	c := r.track(e.queue, row, e.until)
