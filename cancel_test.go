@@ -171,12 +171,9 @@ func TestJobCancelReachesHandlerAtOnce(t *testing.T) {
 			}
 		})
 		ctx := t.Context()
-		var ids []string
-		for n := range 3 { // 0 runs, 1 is chained behind it, 2 waits
-			res, err := c.Insert(ctx, webhookArgs{Customer: "acme", N: n}, nil)
-			require.NoError(t, err)
-			ids = append(ids, res.Job.ID)
-		}
+		// In one call, so that the fetch that leases the first job chains
+		// the second behind it; the third waits.
+		ids := insertBacklog(t, c, "acme", 3)
 		require.Equal(t, ids[0], recv(t, started, "the first job's start"))
 		require.Eventually(t, func() bool {
 			info, err := c.KeyGet(ctx, "default", "customer:acme")
