@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"slices"
 	"time"
 
 	"github.com/batonhq/baton/batondriver"
@@ -32,6 +33,12 @@ const (
 	JobStateDead      = batondriver.JobStateDead
 	JobStateDropped   = batondriver.JobStateDropped
 )
+
+// JobStates are every state, in the order of a job's life, as
+// docs/job-states.md draws them: for code that goes through them all
+// (Client.JobList takes one state at a time). It is a copy of
+// batondriver.JobStates: changing it changes nothing in Baton.
+var JobStates = slices.Clone(batondriver.JobStates)
 
 // AttemptError is the error of one failed attempt.
 type AttemptError = batondriver.AttemptError

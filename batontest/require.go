@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/batondriver"
 )
 
 // RequireInsertedOpts narrow the jobs the Require… helpers look for; nil,
@@ -178,7 +177,7 @@ func listJobs(ctx context.Context, tb testing.TB, helper string, client *baton.C
 	seen := map[string]bool{}
 	var out []*baton.JobRow
 	for _, q := range queues {
-		for _, state := range batondriver.JobStates {
+		for _, state := range baton.JobStates {
 			for offset := 0; ; {
 				rows, total, err := client.JobList(ctx, q, state, &baton.JobListOpts{Limit: 1000, Offset: offset})
 				if err != nil {
