@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -657,17 +656,13 @@ func (r *runner) execute(e *execution) {
 func (r *runner) executeOne(e *execution) *execution {
 	defer r.execs.Done()
 	row := e.row
-	began := time.Now()
-	err := r.run(e)
-	f := r.outcome(e, err)
-	if r.cfg.OnJobEnd != nil {
-		ev := &JobEvent{ID: row.ID, Queue: e.queue, Kind: row.Kind, Key: row.Key, Fence: row.Fence, Outcome: JobOutcomeLost, Attempt: row.Attempt,
-			Wait: max(row.AttemptedAt.Sub(row.RunAt), 0), Run: time.Since(began), Err: err}
-		if f != nil {
-			ev.Outcome = f.Outcome
-		}
-		r.cfg.OnJobEnd(ev)
+	timeout := r.cfg.attemptTimeout(row.Kind)
+	if timeout > 0 {
+		r.mu.Lock()
+		e.giveUp = time.Now().Add(timeout + r.cfg.LeaseTTL)
+		r.mu.Unlock()
 	}
+	f, _ := r.cfg.attempt(e.ctx, e.queue, row, timeout)
 
 	// Waiting for the finish of the job ahead of this one (below), the
 	// execution stays in running, so that the heartbeat renews its lease
@@ -821,127 +816,6 @@ func (c *Client) warnUnworkedKinds() {
 				"kind", kind, "queue", q)
 		}
 	}
-}
-
-// run calls the kind's worker through the middleware, with the timeout,
-// turning a panic into an error.
-func (r *runner) run(e *execution) (err error) {
-	kw := r.cfg.Workers.kinds[e.row.Kind]
-	if kw == nil {
-		return &unknownKindError{kind: e.row.Kind}
-	}
-	ctx := e.ctx
-	timeout := kw.opts.Timeout
-	if timeout == 0 {
-		timeout = r.cfg.JobTimeout
-	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-		r.mu.Lock()
-		e.giveUp = time.Now().Add(timeout + r.cfg.LeaseTTL)
-		r.mu.Unlock()
-	}
-	// A panic in the handler or in a middleware is the attempt's error:
-	// the handler's is recovered where it happens, so that the middleware
-	// see it as an error, a middleware's at the top.
-	call := func(ctx context.Context) (err error) {
-		defer recoverPanic(&err)
-		return kw.run(ctx, e.row)
-	}
-	for i := len(r.cfg.WorkerMiddleware) - 1; i >= 0; i-- {
-		mw, next := r.cfg.WorkerMiddleware[i], call
-		call = func(ctx context.Context) error { return mw(ctx, e.row, next) }
-	}
-	defer recoverPanic(&err)
-	return call(ctx)
-}
-
-// recoverPanic, deferred, turns a panic into *err.
-func recoverPanic(err *error) {
-	if p := recover(); p != nil {
-		*err = &panicError{value: p, stack: debug.Stack()}
-	}
-}
-
-type unknownKindError struct{ kind string }
-
-func (e *unknownKindError) Error() string {
-	return fmt.Sprintf("baton: no worker registered for kind %q", e.kind)
-}
-
-type panicError struct {
-	value any
-	stack []byte
-}
-
-func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
-
-// outcome turns a handler's return into what the backend records; nil
-// when nothing may be recorded (the lease was lost).
-func (r *runner) outcome(e *execution, err error) *batondriver.JobFinish {
-	row := e.row
-	// The job's logger is made only for the outcomes that log: a success,
-	// the common case, costs none.
-	log := func() *slog.Logger {
-		return r.log.With("job_id", row.ID, "kind", row.Kind, "queue", e.queue, "attempt", row.Attempt)
-	}
-	f := &batondriver.JobFinish{JobLease: batondriver.JobLease{ID: row.ID, Lease: row.Lease}}
-	cause := context.Cause(e.ctx)
-	if errors.Is(cause, ErrLeaseLost) {
-		log().Warn("baton: job lease lost; its outcome is not recorded", "err", err)
-		return nil
-	}
-	if err != nil && errors.Is(cause, ErrStopping) {
-		// A zero RunAt is "now" by the backend's clock: available at once,
-		// in its key's place still.
-		f.Outcome, f.GiveBack = batondriver.JobOutcomeSnooze, true
-		log().Info("baton: job returned to its queue at stop")
-		return f
-	}
-	if err != nil && errors.Is(cause, ErrJobCancelled) {
-		// The backend ends the job cancelled whatever is recorded but a
-		// completion; recorded as a cancel, the outcome says so here too.
-		// The context's own error adds nothing to the request's reason.
-		f.Outcome = batondriver.JobOutcomeCancel
-		if !errors.Is(err, ErrJobCancelled) && !errors.Is(err, context.Canceled) {
-			f.Error = err.Error()
-		}
-		log().Info("baton: job cancelled by an admin", "err", err)
-		return f
-	}
-	// The handler's return alone decides the rest, as OutcomeOf says.
-	outcome, delay := OutcomeOf(err)
-	f.Outcome = outcome
-	switch outcome {
-	case JobOutcomeCompleted:
-	case JobOutcomeSnooze, JobOutcomeAgain:
-		f.Delay = delay
-	case JobOutcomeCancel:
-		f.Error = err.Error()
-		log().Info("baton: job cancelled by its handler", "err", err)
-	case JobOutcomeDead:
-		f.Error = err.Error()
-		log().Error("baton: job cannot run; moved to the dead set", "err", err)
-	default:
-		// An unknown kind too: another process sharing the queue, or this
-		// one after a deploy, may have its worker. It is retried with the
-		// client's backoff and goes dead, with the reason, once its
-		// attempts are used up.
-		backoff := r.cfg.Backoff
-		if kw := r.cfg.Workers.kinds[row.Kind]; kw != nil && kw.opts.Backoff != nil {
-			backoff = kw.opts.Backoff
-		}
-		f.Error, f.Delay = err.Error(), max(backoff(row.Attempt), 0)
-		var unknown *unknownKindError
-		if errors.As(err, &unknown) {
-			log().Warn("baton: no worker for the job's kind in this process; retried later", "err", err, "max_attempts", row.MaxAttempts)
-		} else {
-			log().Warn("baton: job failed", "err", err, "max_attempts", row.MaxAttempts)
-		}
-	}
-	return f
 }
 
 // maxFinishing is how many batches of outcomes may be in flight at once,
