@@ -14,7 +14,7 @@ import (
 // An attempt is one run of a job's handler: the kind's worker through the
 // worker middleware within the kind's timeout, and the outcome to record
 // for what it returned. A client's workers (runner.go) run every attempt
-// so.
+// so, and package batontest its one attempt (testbridge.go).
 
 // attemptTimeout is how long an attempt of kind may run: the kind's
 // Timeout, else Config.JobTimeout; not positive: no bound (a kind without

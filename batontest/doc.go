@@ -15,11 +15,18 @@
 // run meanwhile), as in most tests. A job that moves between states while
 // the helper lists them may be missed or, with its new state, seen once.
 //
-// Work runs a handler without a client:
+// Work runs one attempt of a handler as a client's worker does, in the
+// test's goroutine, on a private in-memory backend: the kind's settings
+// and timeout, the Config's worker middleware, panics recovered, and the
+// outcome recorded:
 //
 //	res := batontest.Work(ctx, t, &SyncWorker{}, SyncArgs{UserID: 42}, nil)
-//	// res.Err is what the handler returned; res.Outcome what a worker
-//	// would record for it (baton.OutcomeOf): completed, retry, snooze…
+//	// res.Err is what the attempt returned; res.Outcome and res.Delay what
+//	// a worker recorded for it (completed, retry after the kind's backoff,
+//	// snooze…); res.Recorded the job after (scheduled, dead, cancelled…).
+//	res = batontest.Work(ctx, t, nil, SyncArgs{UserID: 42}, &batontest.WorkOpts{Config: appConfig})
+//	// runs the worker appConfig.Workers registers for the kind, as
+//	// production does.
 //
 // On failure every helper says what it expected and what it found, and
 // stops the test with tb.Fatalf.

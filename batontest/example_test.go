@@ -89,7 +89,7 @@ func (WebhookArgs) Kind() string { return "webhook" }
 var errDown = errors.New("503 from the endpoint")
 
 // Work runs a handler in the test, on a job a worker would see, and says
-// what a worker would make of its return.
+// what a worker made of its return and where that left the job.
 func ExampleWork() {
 	t := exampleT() // in a test: the test's t
 	ctx := context.Background()
@@ -104,6 +104,7 @@ func ExampleWork() {
 	})
 	opts := &batontest.WorkOpts{Worker: &baton.WorkerOpts{
 		MaxAttempts: 3,
+		Backoff:     func(attempt int) time.Duration { return time.Duration(attempt) * time.Minute },
 		Concurrency: &baton.ConcurrencyOpts{
 			Key:   baton.KeyOf(func(a WebhookArgs) string { return "customer:" + a.Customer }),
 			Limit: 10,
@@ -111,17 +112,55 @@ func ExampleWork() {
 	}}
 
 	res := batontest.Work(ctx, t, deliver, WebhookArgs{Customer: "acme"}, opts)
-	fmt.Printf("attempt %d: %s (%v); key %s, fenced: %v\n", res.Job.Attempt, res.Outcome, res.Err, res.Job.Key, res.Job.Fence > 0)
+	fmt.Printf("attempt %d: %s in %v (%v); key %s, fenced: %v\n", res.Job.Attempt, res.Outcome, res.Delay, res.Err, res.Job.Key, res.Job.Fence > 0)
+	fmt.Println("the job is", res.Recorded.State)
 
 	opts.Attempt = 3
 	res = batontest.Work(ctx, t, deliver, WebhookArgs{Customer: "acme"}, opts)
-	fmt.Printf("attempt %d: %s after %d failed attempts\n", res.Job.Attempt, res.Outcome, len(res.Job.Errors))
+	fmt.Printf("attempt %d: %s after %d failed attempts; the job is %s\n", res.Job.Attempt, res.Outcome, len(res.Job.Errors), res.Recorded.State)
 
 	res = batontest.Work(ctx, t, deliver, WebhookArgs{Customer: "paused"}, nil)
 	fmt.Printf("paused customer: %s for %v\n", res.Outcome, res.Delay)
 
 	// Output:
-	// attempt 1: retry (503 from the endpoint); key customer:acme, fenced: true
-	// attempt 3: cancel after 2 failed attempts
+	// attempt 1: retry in 1m0s (503 from the endpoint); key customer:acme, fenced: true
+	// the job is scheduled
+	// attempt 3: cancel after 2 failed attempts; the job is cancelled
 	// paused customer: snooze for 1m0s
+}
+
+// newWorkers stands for the application's own registration, which its
+// tests share: the workers, with each kind's settings.
+func newWorkers() *baton.Workers {
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[WebhookArgs](func(ctx context.Context, job *baton.Job[WebhookArgs]) error {
+		fmt.Println("delivering for", job.Args.Customer, "as", ctx.Value(tenantKey{}))
+		return nil
+	}), &baton.WorkerOpts{Queue: "hooks", Timeout: 10 * time.Second})
+	return workers
+}
+
+type tenantKey struct{}
+
+// Given the application's Config, Work runs a job as production would:
+// the worker registered for the kind, with the kind's settings, through
+// the worker middleware.
+func ExampleWork_config() {
+	t := exampleT() // in a test: the test's t
+	cfg := &baton.Config{
+		Workers: newWorkers(),
+		WorkerMiddleware: []baton.WorkerMiddleware{
+			func(ctx context.Context, job *baton.JobRow, next func(context.Context) error) error {
+				return next(context.WithValue(ctx, tenantKey{}, "tenant-7"))
+			},
+		},
+	}
+
+	// nil: the worker cfg.Workers registers for the kind.
+	res := batontest.Work(context.Background(), t, nil, WebhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg})
+	fmt.Println(res.Outcome, "in queue", res.Job.Queue)
+
+	// Output:
+	// delivering for acme as tenant-7
+	// completed in queue hooks
 }

@@ -64,30 +64,59 @@ func TestWork(t *testing.T) {
 	deadline, ok := seenCtx.Deadline()
 	require.True(t, ok)
 	require.WithinDuration(t, time.Now().Add(time.Minute), deadline, 5*time.Second, "the default timeout is a minute")
+
+	require.NotSame(t, job.JobRow, res.Recorded)
+	require.Equal(t, baton.JobStateCompleted, res.Recorded.State)
+	require.Equal(t, job.Fence, res.Recorded.Fence)
 }
 
-// Each return is read as a worker reads it (baton.OutcomeOf).
+// Each return is read, and recorded, as a worker does: the outcome, when
+// the job runs again, and the job as the backend holds it after.
 func TestWorkOutcomes(t *testing.T) {
 	t.Parallel()
+	hour := func(int) time.Duration { return time.Hour }
 	for _, tc := range []struct {
-		err     error
-		outcome baton.JobOutcome
-		delay   time.Duration
+		err      error
+		attempt  int
+		outcome  baton.JobOutcome
+		delay    time.Duration
+		state    baton.JobState
+		attempts int // Recorded.Attempt: a snooze does not count its attempt
+		runs     int
 	}{
-		{nil, baton.JobOutcomeCompleted, 0},
-		{baton.JobSnooze(time.Minute), baton.JobOutcomeSnooze, time.Minute},
-		{baton.JobAgainIn(time.Second), baton.JobOutcomeAgain, time.Second},
-		{baton.JobCancel(errors.New("bad input")), baton.JobOutcomeCancel, 0},
-		{fmt.Errorf("wrapped: %w", baton.JobAgain()), baton.JobOutcomeAgain, 0},
-		{errors.New("upstream timeout"), baton.JobOutcomeRetry, 0},
+		{nil, 1, baton.JobOutcomeCompleted, 0, baton.JobStateCompleted, 1, 0},
+		{baton.JobSnooze(time.Minute), 1, baton.JobOutcomeSnooze, time.Minute, baton.JobStateScheduled, 0, 0},
+		{baton.JobSnooze(0), 1, baton.JobOutcomeSnooze, 0, baton.JobStateAvailable, 0, 0},
+		{baton.JobAgainIn(time.Second), 1, baton.JobOutcomeAgain, time.Second, baton.JobStateScheduled, 0, 1},
+		{fmt.Errorf("wrapped: %w", baton.JobAgain()), 1, baton.JobOutcomeAgain, 0, baton.JobStateAvailable, 0, 1},
+		{baton.JobCancel(errors.New("bad input")), 1, baton.JobOutcomeCancel, 0, baton.JobStateCancelled, 1, 0},
+		{errors.New("upstream timeout"), 1, baton.JobOutcomeRetry, time.Hour, baton.JobStateScheduled, 1, 0},
+		{errors.New("upstream timeout"), 3, baton.JobOutcomeRetry, time.Hour, baton.JobStateDead, 3, 0},
 	} {
 		w := baton.WorkFunc[syncArgs](func(context.Context, *baton.Job[syncArgs]) error { return tc.err })
 		var res *batontest.WorkResult[syncArgs]
-		f := run(func(tb testing.TB) { res = batontest.Work(t.Context(), tb, w, syncArgs{UserID: 1}, nil) })
+		f := run(func(tb testing.TB) {
+			res = batontest.Work(t.Context(), tb, w, syncArgs{UserID: 1}, &batontest.WorkOpts{
+				Worker: &baton.WorkerOpts{MaxAttempts: 3, Backoff: hour}, Attempt: tc.attempt,
+			})
+		})
 		requirePassed(t, f)
-		require.Equal(t, tc.err, res.Err)
-		require.Equal(t, tc.outcome, res.Outcome, "%v", tc.err)
-		require.Equal(t, tc.delay, res.Delay, "%v", tc.err)
+		name := fmt.Sprintf("%v at attempt %d", tc.err, tc.attempt)
+		require.Equal(t, tc.err, res.Err, name)
+		require.Equal(t, tc.outcome, res.Outcome, name)
+		require.Equal(t, tc.delay, res.Delay, name)
+		require.Equal(t, res.Job.ID, res.Recorded.ID, name)
+		require.Equal(t, tc.state, res.Recorded.State, name)
+		require.Equal(t, tc.attempts, res.Recorded.Attempt, name)
+		require.Equal(t, tc.runs, res.Recorded.Runs, name)
+		if tc.state == baton.JobStateScheduled {
+			require.WithinDuration(t, time.Now().Add(tc.delay), res.Recorded.RunAt, 5*time.Second, name)
+		}
+		if tc.outcome == baton.JobOutcomeRetry || tc.outcome == baton.JobOutcomeCancel {
+			last := res.Recorded.Errors[len(res.Recorded.Errors)-1]
+			require.Equal(t, tc.attempt, last.Attempt, name)
+			require.Equal(t, tc.err.Error(), last.Error, name)
+		}
 	}
 }
 
@@ -112,20 +141,206 @@ func TestWorkLaterAttempt(t *testing.T) {
 	require.Equal(t, baton.JobOutcomeRetry, third.Outcome)
 }
 
-// The kind's Timeout ends the handler's context.
+// The kind's Timeout ends the handler's context, else the Config's
+// JobTimeout; a negative one sets none.
 func TestWorkTimeout(t *testing.T) {
 	t.Parallel()
 	w := baton.WorkFunc[syncArgs](func(ctx context.Context, _ *baton.Job[syncArgs]) error {
+		if _, ok := ctx.Deadline(); !ok {
+			return errors.New("no deadline")
+		}
 		<-ctx.Done()
 		return ctx.Err()
 	})
+	for _, opts := range []*batontest.WorkOpts{
+		{Worker: &baton.WorkerOpts{Timeout: 10 * time.Millisecond}},
+		{Config: &baton.Config{JobTimeout: 10 * time.Millisecond}},
+		{Config: &baton.Config{JobTimeout: time.Hour}, Worker: &baton.WorkerOpts{Timeout: 10 * time.Millisecond}},
+	} {
+		var res *batontest.WorkResult[syncArgs]
+		f := run(func(tb testing.TB) { res = batontest.Work(t.Context(), tb, w, syncArgs{}, opts) })
+		requirePassed(t, f)
+		require.ErrorIs(t, res.Err, context.DeadlineExceeded)
+		require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
+	}
 	var res *batontest.WorkResult[syncArgs]
 	f := run(func(tb testing.TB) {
-		res = batontest.Work(t.Context(), tb, w, syncArgs{}, &batontest.WorkOpts{Worker: &baton.WorkerOpts{Timeout: 10 * time.Millisecond}})
+		res = batontest.Work(t.Context(), tb, w, syncArgs{}, &batontest.WorkOpts{Worker: &baton.WorkerOpts{Timeout: -1}})
 	})
 	requirePassed(t, f)
-	require.ErrorIs(t, res.Err, context.DeadlineExceeded)
+	require.EqualError(t, res.Err, "no deadline")
+}
+
+// The Config's worker middleware wrap the attempt, outermost first, and
+// may change its outcome; a panic, in the handler or in a middleware, is
+// the attempt's error, retried as a worker retries it.
+func TestWorkMiddleware(t *testing.T) {
+	t.Parallel()
+	var trail []string
+	mw := func(name string) baton.WorkerMiddleware {
+		return func(ctx context.Context, job *baton.JobRow, next func(context.Context) error) error {
+			trail = append(trail, name+" "+job.Kind)
+			err := next(ctx)
+			trail = append(trail, fmt.Sprintf("%s saw %v", name, err != nil))
+			return err
+		}
+	}
+	forgive := func(ctx context.Context, _ *baton.JobRow, next func(context.Context) error) error {
+		if err := next(ctx); err != nil {
+			return baton.JobSnooze(time.Minute)
+		}
+		return nil
+	}
+	panics := baton.WorkFunc[syncArgs](func(context.Context, *baton.Job[syncArgs]) error { panic("boom") })
+	cfg := &baton.Config{WorkerMiddleware: []baton.WorkerMiddleware{mw("outer"), mw("inner")}}
+
+	var res *batontest.WorkResult[syncArgs]
+	f := run(func(tb testing.TB) {
+		res = batontest.Work(t.Context(), tb, panics, syncArgs{}, &batontest.WorkOpts{Config: cfg})
+	})
+	requirePassed(t, f)
+	require.Equal(t, []string{"outer sync_user", "inner sync_user", "inner saw true", "outer saw true"}, trail)
+	require.ErrorContains(t, res.Err, "panic: boom")
 	require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
+	require.Equal(t, baton.JobStateScheduled, res.Recorded.State)
+	require.Contains(t, res.Recorded.Errors[0].Error, "panic: boom")
+
+	cfg = &baton.Config{WorkerMiddleware: []baton.WorkerMiddleware{forgive}}
+	f = run(func(tb testing.TB) {
+		res = batontest.Work(t.Context(), tb, panics, syncArgs{}, &batontest.WorkOpts{Config: cfg})
+	})
+	requirePassed(t, f)
+	require.Equal(t, baton.JobOutcomeSnooze, res.Outcome)
+	require.Equal(t, time.Minute, res.Delay)
+
+	ran := false
+	ok := baton.WorkFunc[syncArgs](func(context.Context, *baton.Job[syncArgs]) error { ran = true; return nil })
+	cfg = &baton.Config{WorkerMiddleware: []baton.WorkerMiddleware{
+		func(context.Context, *baton.JobRow, func(context.Context) error) error { panic("in a middleware") },
+	}}
+	f = run(func(tb testing.TB) {
+		res = batontest.Work(t.Context(), tb, ok, syncArgs{UserID: 7}, &batontest.WorkOpts{Config: cfg})
+	})
+	requirePassed(t, f)
+	require.False(t, ran)
+	require.ErrorContains(t, res.Err, "panic: in a middleware")
+	require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
+	require.Equal(t, 7, res.Job.Args.UserID, "the job as leased, though the handler did not run")
+}
+
+// A kind registered in Config.Workers runs with its settings there: its
+// own worker when Work is given none, the test's otherwise; WorkOpts.Worker
+// replaces those settings.
+func TestWorkRegisteredKind(t *testing.T) {
+	t.Parallel()
+	var ran []string
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+		ran = append(ran, "registered "+job.Args.Customer)
+		return errors.New("down")
+	}), &baton.WorkerOpts{Queue: "hooks", MaxAttempts: 4, Concurrency: byCustomer, Backoff: func(n int) time.Duration { return time.Duration(n) * time.Minute }})
+	cfg := &baton.Config{Workers: workers, Backoff: func(int) time.Duration { return time.Hour }}
+
+	var res *batontest.WorkResult[webhookArgs]
+	f := run(func(tb testing.TB) {
+		res = batontest.Work(t.Context(), tb, nil, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg, Attempt: 2})
+	})
+	requirePassed(t, f)
+	require.Equal(t, []string{"registered acme"}, ran)
+	require.Equal(t, "hooks", res.Job.Queue)
+	require.Equal(t, 4, res.Job.MaxAttempts)
+	require.Equal(t, "customer:acme", res.Job.Key)
+	require.Equal(t, "acme", res.Job.Args.Customer, "the handler's job, decoded")
+	require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
+	require.Equal(t, 2*time.Minute, res.Delay, "the kind's Backoff, of the attempt")
+
+	mine := baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error {
+		ran = append(ran, "mine")
+		return errors.New("down")
+	})
+	f = run(func(tb testing.TB) {
+		res = batontest.Work(t.Context(), tb, mine, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg})
+	})
+	requirePassed(t, f)
+	require.Equal(t, []string{"registered acme", "mine"}, ran)
+	require.Equal(t, "hooks", res.Job.Queue)
+	require.Equal(t, time.Minute, res.Delay)
+
+	f = run(func(tb testing.TB) {
+		res = batontest.Work(t.Context(), tb, nil, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg, Worker: &baton.WorkerOpts{}})
+	})
+	requirePassed(t, f)
+	require.Equal(t, "default", res.Job.Queue)
+	require.Equal(t, 25, res.Job.MaxAttempts)
+	require.Empty(t, res.Job.Key)
+	require.Equal(t, time.Hour, res.Delay, "the Config's Backoff")
+}
+
+// A cause given to ctx stands for what a worker's context would be
+// cancelled for, and the outcome is a worker's.
+func TestWorkCause(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cause   error
+		outcome baton.JobOutcome
+		state   baton.JobState
+	}{
+		{baton.ErrJobCancelled, baton.JobOutcomeCancel, baton.JobStateCancelled},
+		{baton.ErrStopping, baton.JobOutcomeSnooze, baton.JobStateAvailable},
+		{baton.ErrLeaseLost, baton.JobOutcomeLost, baton.JobStateRunning},
+	} {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		w := baton.WorkFunc[syncArgs](func(ctx context.Context, _ *baton.Job[syncArgs]) error {
+			cancel(tc.cause)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		var res *batontest.WorkResult[syncArgs]
+		f := run(func(tb testing.TB) { res = batontest.Work(ctx, tb, w, syncArgs{}, nil) })
+		requirePassed(t, f)
+		require.ErrorIs(t, res.Err, context.Canceled)
+		require.Equal(t, tc.outcome, res.Outcome, "%v", tc.cause)
+		require.Equal(t, tc.state, res.Recorded.State, "%v", tc.cause)
+	}
+}
+
+// Config.OnJobEnd hears of the attempt as a worker tells it.
+func TestWorkOnJobEnd(t *testing.T) {
+	t.Parallel()
+	var events []*baton.JobEvent
+	cfg := &baton.Config{OnJobEnd: func(ev *baton.JobEvent) { events = append(events, ev) }}
+	w := baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error { return baton.JobAgain() })
+	var res *batontest.WorkResult[webhookArgs]
+	f := run(func(tb testing.TB) {
+		res = batontest.Work(t.Context(), tb, w, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg, Worker: &baton.WorkerOpts{Concurrency: byCustomer}})
+	})
+	requirePassed(t, f)
+	require.Len(t, events, 1)
+	ev := events[0]
+	require.Equal(t, res.Job.ID, ev.ID)
+	require.Equal(t, "customer:acme", ev.Key)
+	require.Equal(t, res.Job.Fence, ev.Fence)
+	require.Equal(t, baton.JobOutcomeAgain, ev.Outcome)
+	require.Equal(t, 1, ev.Attempt)
+}
+
+// brokenArgs cannot be decoded: a worker makes such a job dead at once.
+type brokenArgs struct{}
+
+func (brokenArgs) Kind() string                { return "broken" }
+func (*brokenArgs) UnmarshalJSON([]byte) error { return errors.New("no way") }
+
+func TestWorkUndecodableArgs(t *testing.T) {
+	t.Parallel()
+	ran := false
+	w := baton.WorkFunc[brokenArgs](func(context.Context, *baton.Job[brokenArgs]) error { ran = true; return nil })
+	var res *batontest.WorkResult[brokenArgs]
+	f := run(func(tb testing.TB) { res = batontest.Work(t.Context(), tb, w, brokenArgs{}, nil) })
+	requirePassed(t, f)
+	require.False(t, ran)
+	require.ErrorContains(t, res.Err, "cannot be decoded")
+	require.Equal(t, baton.JobOutcomeDead, res.Outcome)
+	require.Equal(t, baton.JobStateDead, res.Recorded.State)
 }
 
 // What Client.Insert or AddWorker would refuse fails the test, and the
@@ -142,9 +357,15 @@ func TestWorkFailsOnInvalidOptions(t *testing.T) {
 		{&batontest.WorkOpts{Insert: &baton.InsertOpts{Queue: "no spaces"}}, `"no spaces"`},
 		{&batontest.WorkOpts{Worker: &baton.WorkerOpts{MaxAttempts: -1}}, "negative MaxAttempts"},
 		{&batontest.WorkOpts{Insert: &baton.InsertOpts{MaxAttempts: 2}, Attempt: 3}, "Attempt 3 is out of range 1..2"},
+		{&batontest.WorkOpts{Config: &baton.Config{MaxAttempts: -1}}, "Config.MaxAttempts is negative"},
 	} {
 		f := run(func(tb testing.TB) { batontest.Work(t.Context(), tb, w, syncArgs{}, tc.opts) })
 		requireFatal(t, f, "batontest: Work: ", tc.want)
 	}
 	require.False(t, ran)
+
+	f := run(func(tb testing.TB) {
+		batontest.Work(t.Context(), tb, nil, syncArgs{}, &batontest.WorkOpts{Config: &baton.Config{Workers: baton.NewWorkers()}})
+	})
+	requireFatal(t, f, `batontest: Work: no worker given, and Config.Workers registers none for kind "sync_user"`)
 }
