@@ -60,8 +60,10 @@ func ExampleRequireInserted() {
 	fmt.Println("welcome email to", welcome.Args.Email, "is", welcome.State)
 
 	sync := batontest.RequireInserted[SyncArgs](ctx, t, client, &batontest.RequireInsertedOpts{
-		States: []baton.JobState{baton.JobStateScheduled},
-		Match:  batontest.MatchArgs(func(a SyncArgs) bool { return a.UserID == 42 }),
+		States:      []baton.JobState{baton.JobStateScheduled},
+		RunAt:       time.Now().Add(time.Hour), // inserted with a Delay of an hour
+		RunAtWithin: time.Second,
+		Match:       batontest.MatchArgs(func(a SyncArgs) bool { return a.UserID == 42 }),
 	})
 	fmt.Println("sync of user", sync.Args.UserID, "is", sync.State, "in queue", sync.Queue)
 

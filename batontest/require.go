@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton"
 )
@@ -27,6 +28,19 @@ type RequireInsertedOpts struct {
 	States []baton.JobState
 	// Priority, if not nil, is the priority the job must have.
 	Priority *int
+	// MaxAttempts, if not 0, is the MaxAttempts the job must have.
+	MaxAttempts int
+	// RunAt, if not zero, is when the job must be due (JobRow.RunAt),
+	// give or take RunAtWithin: for a job inserted with InsertOpts.RunAt,
+	// that time; one inserted to run at once has the time of its insert.
+	// A job's RunAt moves when it is retried, snoozed or run again.
+	RunAt time.Time
+	// RunAtWithin is how far the job's RunAt may be from RunAt, either
+	// way. Default 0: less than a millisecond, to which backends round
+	// it. For a job inserted with a Delay, which the backend counts from
+	// its own clock, give RunAt as time.Now().Add(delay) and a tolerance,
+	// such as a second.
+	RunAtWithin time.Duration
 	// Key, if not empty, is the concurrency key the job must carry.
 	Key string
 	// Tags are tags the job must carry, each of them (it may carry more).
@@ -215,6 +229,10 @@ func (o *RequireInsertedOpts) mismatch(row *baton.JobRow) string {
 		return fmt.Sprintf("not %s", joinStates(o.States))
 	case o.Priority != nil && row.Priority != *o.Priority:
 		return fmt.Sprintf("not priority %d", *o.Priority)
+	case o.MaxAttempts != 0 && row.MaxAttempts != o.MaxAttempts:
+		return fmt.Sprintf("max attempts %d, not %d", row.MaxAttempts, o.MaxAttempts)
+	case !o.RunAt.IsZero() && !runsAt(row.RunAt, o.RunAt, o.RunAtWithin):
+		return fmt.Sprintf("due %s, not %s", row.RunAt.Format(timeFormat), o.describeRunAt())
 	case o.Key != "" && row.Key != o.Key:
 		return fmt.Sprintf("not key %q", o.Key)
 	}
@@ -244,6 +262,12 @@ func (o *RequireInsertedOpts) describe() string {
 	if o.Priority != nil {
 		parts = append(parts, fmt.Sprintf("priority %d", *o.Priority))
 	}
+	if o.MaxAttempts != 0 {
+		parts = append(parts, fmt.Sprintf("max attempts %d", o.MaxAttempts))
+	}
+	if !o.RunAt.IsZero() {
+		parts = append(parts, "due "+o.describeRunAt())
+	}
 	if o.Key != "" {
 		parts = append(parts, fmt.Sprintf("key %q", o.Key))
 	}
@@ -257,6 +281,26 @@ func (o *RequireInsertedOpts) describe() string {
 		return ""
 	}
 	return " with " + strings.Join(parts, ", ")
+}
+
+// timeFormat shows a job's times to the millisecond, as backends keep
+// them.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// runsAt reports whether a job due at got is due at want, give or take
+// within, or less than a millisecond.
+func runsAt(got, want time.Time, within time.Duration) bool {
+	d := got.Sub(want).Abs()
+	return d < time.Millisecond || d <= within
+}
+
+// describeRunAt is o.RunAt, with its tolerance.
+func (o *RequireInsertedOpts) describeRunAt() string {
+	s := o.RunAt.Format(timeFormat)
+	if o.RunAtWithin > 0 {
+		s += fmt.Sprintf(" ± %v", o.RunAtWithin)
+	}
+	return s
 }
 
 func joinStates(states []baton.JobState) string {
@@ -287,7 +331,8 @@ func listing(kind string, all []*baton.JobRow, o *RequireInsertedOpts) string {
 
 // describeRow is one line about a job.
 func describeRow(row *baton.JobRow) string {
-	s := fmt.Sprintf("%s kind %q queue %q state %s priority %d", row.ID, row.Kind, row.Queue, row.State, row.Priority)
+	s := fmt.Sprintf("%s kind %q queue %q state %s priority %d max attempts %d due %s", row.ID, row.Kind, row.Queue, row.State,
+		row.Priority, row.MaxAttempts, row.RunAt.Format(timeFormat))
 	if row.Key != "" {
 		s += fmt.Sprintf(" key %q", row.Key)
 	}

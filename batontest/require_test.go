@@ -55,6 +55,9 @@ func insert(t *testing.T, c *baton.Client, args baton.JobArgs, opts *baton.Inser
 
 func priority(p int) *int { return &p }
 
+// timeFormat is how the failures show times.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
 func TestRequireInserted(t *testing.T) {
 	c := setup(t)
 	ctx := t.Context()
@@ -80,6 +83,22 @@ func TestRequireInserted(t *testing.T) {
 	})
 	requirePassed(t, f)
 	require.Equal(t, row.ID, job.ID)
+
+	at := time.Now().Add(time.Hour)
+	later := insert(t, c, syncArgs{UserID: 43}, &baton.InsertOpts{RunAt: at, MaxAttempts: 3})
+	soon := insert(t, c, syncArgs{UserID: 44}, &baton.InsertOpts{Delay: time.Minute})
+	for _, tc := range []struct {
+		opts *batontest.RequireInsertedOpts
+		want string
+	}{
+		{&batontest.RequireInsertedOpts{RunAt: at}, later.ID},
+		{&batontest.RequireInsertedOpts{MaxAttempts: 3}, later.ID},
+		{&batontest.RequireInsertedOpts{RunAt: time.Now().Add(time.Minute), RunAtWithin: time.Second}, soon.ID},
+	} {
+		f = run(func(tb testing.TB) { job = batontest.RequireInserted[syncArgs](ctx, tb, c, tc.opts) })
+		requirePassed(t, f)
+		require.Equal(t, tc.want, job.ID)
+	}
 }
 
 func TestRequireInsertedFailsWithoutAJobOfTheKind(t *testing.T) {
@@ -102,6 +121,11 @@ func TestRequireInsertedFailsOnAMismatch(t *testing.T) {
 		{&batontest.RequireInsertedOpts{States: []baton.JobState{baton.JobStateAvailable}}, []string{"with state available; 0 match", "state scheduled", "— not available"}},
 		{&batontest.RequireInsertedOpts{Priority: priority(0)}, []string{"with priority 0", "priority 2", "— not priority 0"}},
 		{&batontest.RequireInsertedOpts{Key: "user:42"}, []string{`with key "user:42"`, `— not key "user:42"`}},
+		{&batontest.RequireInsertedOpts{MaxAttempts: 3}, []string{"with max attempts 3", "— max attempts 25, not 3"}},
+		{&batontest.RequireInsertedOpts{RunAt: row.RunAt.Add(-time.Minute), RunAtWithin: time.Second}, []string{
+			"with due " + row.RunAt.Add(-time.Minute).Format(timeFormat) + " ± 1s",
+			"— due " + row.RunAt.Format(timeFormat) + ", not " + row.RunAt.Add(-time.Minute).Format(timeFormat) + " ± 1s",
+		}},
 		{&batontest.RequireInsertedOpts{Tags: []string{"eu", "us"}}, []string{`with tags ["eu" "us"]`, `— no tag "us"`}},
 		{&batontest.RequireInsertedOpts{Match: batontest.MatchArgs(func(a syncArgs) bool { return a.UserID == 7 })}, []string{"with Match true", `args {"user_id":42} — Match is false`}},
 	} {
@@ -116,8 +140,8 @@ func TestRequireInsertedFailsOnTwoMatches(t *testing.T) {
 	b := insert(t, c, syncArgs{UserID: 2}, &baton.InsertOpts{Queue: "other"})
 	f := run(func(tb testing.TB) { batontest.RequireInserted[syncArgs](t.Context(), tb, c, nil) })
 	requireFatal(t, f, "; 2 match", `jobs of kind "sync_user" found (2):`,
-		a.ID+` kind "sync_user" queue "default" state available priority 0 args {"user_id":1} — matches`,
-		b.ID+` kind "sync_user" queue "other" state available priority 0 args {"user_id":2} — matches`)
+		a.ID+` kind "sync_user" queue "default" state available priority 0 max attempts 25 due `+a.RunAt.Format(timeFormat)+` args {"user_id":1} — matches`,
+		b.ID+` kind "sync_user" queue "other" state available priority 0 max attempts 25 due `+b.RunAt.Format(timeFormat)+` args {"user_id":2} — matches`)
 }
 
 // A job counts whatever became of it: here, parked behind its key.
@@ -189,7 +213,8 @@ func TestRequireManyInserted(t *testing.T) {
 	})
 	requireFatal(t, f, `expected 3 jobs of kinds ["email" "sync_user"], in this order:`,
 		"\t1. kind \"email\"\n", "found 3:",
-		"\t1. "+a.ID+` kind "sync_user" queue "default" state available priority 0 args {"user_id":1} — expected kind "email"`)
+		"\t1. "+a.ID+` kind "sync_user" queue "default" state available priority 0 max attempts 25 due `+a.RunAt.Format(timeFormat)+
+			` args {"user_id":1} — expected kind "email"`)
 
 	f = run(func(tb testing.TB) {
 		batontest.RequireManyInserted(ctx, tb, c, []batontest.ExpectedJob{{Args: syncArgs{}}})
@@ -217,12 +242,13 @@ func TestRequireOnRedis(t *testing.T) {
 	c := newClient(t, d)
 	ctx := context.Background()
 
-	a := insert(t, c, syncArgs{UserID: 1}, &baton.InsertOpts{Queue: "sync", Tags: []string{"eu"}})
+	at := time.Now().Add(time.Hour) // to the nanosecond: Redis keeps milliseconds
+	a := insert(t, c, syncArgs{UserID: 1}, &baton.InsertOpts{Queue: "sync", Tags: []string{"eu"}, RunAt: at})
 	b := insert(t, c, emailArgs{To: "a@example.com"}, nil)
 	var job *baton.Job[syncArgs]
 	var rows []*baton.JobRow
 	f := run(func(tb testing.TB) {
-		job = batontest.RequireInserted[syncArgs](ctx, tb, c, &batontest.RequireInsertedOpts{Queue: "sync", Tags: []string{"eu"}})
+		job = batontest.RequireInserted[syncArgs](ctx, tb, c, &batontest.RequireInsertedOpts{Queue: "sync", Tags: []string{"eu"}, RunAt: at})
 		batontest.RequireNotInserted[syncArgs](ctx, tb, c, &batontest.RequireInsertedOpts{Queue: "default"})
 		rows = batontest.RequireManyInserted(ctx, tb, c, []batontest.ExpectedJob{{Args: syncArgs{}}, {Args: emailArgs{}}})
 	})
@@ -232,5 +258,5 @@ func TestRequireOnRedis(t *testing.T) {
 	f = run(func(tb testing.TB) {
 		batontest.RequireInserted[syncArgs](ctx, tb, c, &batontest.RequireInsertedOpts{Queue: "default"})
 	})
-	requireFatal(t, f, a.ID+` kind "sync_user" queue "sync" state available`, `not in queue "default"`)
+	requireFatal(t, f, a.ID+` kind "sync_user" queue "sync" state scheduled`, `not in queue "default"`)
 }
