@@ -35,14 +35,10 @@ func TestWork(t *testing.T) {
 		seen, seenCtx = job, ctx
 		return nil
 	})
-	var res *batontest.WorkResult[webhookArgs]
-	f := run(func(tb testing.TB) {
-		res = batontest.Work(t.Context(), tb, w, webhookArgs{Customer: "acme", Secret: "s3cret"}, &batontest.WorkOpts{
-			Worker: &baton.WorkerOpts{Queue: "hooks", Concurrency: byCustomer, MaxAttempts: 5},
-			Insert: &baton.InsertOpts{Priority: 4, Tags: []string{"eu"}, Delay: time.Hour},
-		})
+	res := work(t, t.Context(), w, webhookArgs{Customer: "acme", Secret: "s3cret"}, &batontest.WorkOpts{
+		Worker: &baton.WorkerOpts{Queue: "hooks", Concurrency: byCustomer, MaxAttempts: 5},
+		Insert: &baton.InsertOpts{Priority: 4, Tags: []string{"eu"}, Delay: time.Hour},
 	})
-	requirePassed(t, f)
 	require.Same(t, seen, res.Job)
 	require.NoError(t, res.Err)
 	require.Equal(t, baton.JobOutcomeCompleted, res.Outcome)
@@ -94,13 +90,9 @@ func TestWorkOutcomes(t *testing.T) {
 		{errors.New("upstream timeout"), 3, baton.JobOutcomeRetry, time.Hour, baton.JobStateDead, 3, 0},
 	} {
 		w := baton.WorkFunc[syncArgs](func(context.Context, *baton.Job[syncArgs]) error { return tc.err })
-		var res *batontest.WorkResult[syncArgs]
-		f := run(func(tb testing.TB) {
-			res = batontest.Work(t.Context(), tb, w, syncArgs{UserID: 1}, &batontest.WorkOpts{
-				Worker: &baton.WorkerOpts{MaxAttempts: 3, Backoff: hour}, Attempt: tc.attempt,
-			})
+		res := work(t, t.Context(), w, syncArgs{UserID: 1}, &batontest.WorkOpts{
+			Worker: &baton.WorkerOpts{MaxAttempts: 3, Backoff: hour}, Attempt: tc.attempt,
 		})
-		requirePassed(t, f)
 		name := fmt.Sprintf("%v at attempt %d", tc.err, tc.attempt)
 		require.Equal(t, tc.err, res.Err, name)
 		require.Equal(t, tc.outcome, res.Outcome, name)
@@ -157,17 +149,11 @@ func TestWorkTimeout(t *testing.T) {
 		{Config: &baton.Config{JobTimeout: 10 * time.Millisecond}},
 		{Config: &baton.Config{JobTimeout: time.Hour}, Worker: &baton.WorkerOpts{Timeout: 10 * time.Millisecond}},
 	} {
-		var res *batontest.WorkResult[syncArgs]
-		f := run(func(tb testing.TB) { res = batontest.Work(t.Context(), tb, w, syncArgs{}, opts) })
-		requirePassed(t, f)
+		res := work(t, t.Context(), w, syncArgs{}, opts)
 		require.ErrorIs(t, res.Err, context.DeadlineExceeded)
 		require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
 	}
-	var res *batontest.WorkResult[syncArgs]
-	f := run(func(tb testing.TB) {
-		res = batontest.Work(t.Context(), tb, w, syncArgs{}, &batontest.WorkOpts{Worker: &baton.WorkerOpts{Timeout: -1}})
-	})
-	requirePassed(t, f)
+	res := work(t, t.Context(), w, syncArgs{}, &batontest.WorkOpts{Worker: &baton.WorkerOpts{Timeout: -1}})
 	require.EqualError(t, res.Err, "no deadline")
 }
 
@@ -194,11 +180,7 @@ func TestWorkMiddleware(t *testing.T) {
 	panics := baton.WorkFunc[syncArgs](func(context.Context, *baton.Job[syncArgs]) error { panic("boom") })
 	cfg := &baton.Config{WorkerMiddleware: []baton.WorkerMiddleware{mw("outer"), mw("inner")}}
 
-	var res *batontest.WorkResult[syncArgs]
-	f := run(func(tb testing.TB) {
-		res = batontest.Work(t.Context(), tb, panics, syncArgs{}, &batontest.WorkOpts{Config: cfg})
-	})
-	requirePassed(t, f)
+	res := work(t, t.Context(), panics, syncArgs{}, &batontest.WorkOpts{Config: cfg})
 	require.Equal(t, []string{"outer sync_user", "inner sync_user", "inner saw true", "outer saw true"}, trail)
 	require.ErrorContains(t, res.Err, "panic: boom")
 	require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
@@ -206,10 +188,7 @@ func TestWorkMiddleware(t *testing.T) {
 	require.Contains(t, res.Recorded.Errors[0].Error, "panic: boom")
 
 	cfg = &baton.Config{WorkerMiddleware: []baton.WorkerMiddleware{forgive}}
-	f = run(func(tb testing.TB) {
-		res = batontest.Work(t.Context(), tb, panics, syncArgs{}, &batontest.WorkOpts{Config: cfg})
-	})
-	requirePassed(t, f)
+	res = work(t, t.Context(), panics, syncArgs{}, &batontest.WorkOpts{Config: cfg})
 	require.Equal(t, baton.JobOutcomeSnooze, res.Outcome)
 	require.Equal(t, time.Minute, res.Delay)
 
@@ -218,10 +197,7 @@ func TestWorkMiddleware(t *testing.T) {
 	cfg = &baton.Config{WorkerMiddleware: []baton.WorkerMiddleware{
 		func(context.Context, *baton.JobRow, func(context.Context) error) error { panic("in a middleware") },
 	}}
-	f = run(func(tb testing.TB) {
-		res = batontest.Work(t.Context(), tb, ok, syncArgs{UserID: 7}, &batontest.WorkOpts{Config: cfg})
-	})
-	requirePassed(t, f)
+	res = work(t, t.Context(), ok, syncArgs{UserID: 7}, &batontest.WorkOpts{Config: cfg})
 	require.False(t, ran)
 	require.ErrorContains(t, res.Err, "panic: in a middleware")
 	require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
@@ -241,11 +217,7 @@ func TestWorkRegisteredKind(t *testing.T) {
 	}), &baton.WorkerOpts{Queue: "hooks", MaxAttempts: 4, Concurrency: byCustomer, Backoff: func(n int) time.Duration { return time.Duration(n) * time.Minute }})
 	cfg := &baton.Config{Workers: workers, Backoff: func(int) time.Duration { return time.Hour }}
 
-	var res *batontest.WorkResult[webhookArgs]
-	f := run(func(tb testing.TB) {
-		res = batontest.Work(t.Context(), tb, nil, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg, Attempt: 2})
-	})
-	requirePassed(t, f)
+	res := work(t, t.Context(), nil, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg, Attempt: 2})
 	require.Equal(t, []string{"registered acme"}, ran)
 	require.Equal(t, "hooks", res.Job.Queue)
 	require.Equal(t, 4, res.Job.MaxAttempts)
@@ -258,18 +230,12 @@ func TestWorkRegisteredKind(t *testing.T) {
 		ran = append(ran, "mine")
 		return errors.New("down")
 	})
-	f = run(func(tb testing.TB) {
-		res = batontest.Work(t.Context(), tb, mine, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg})
-	})
-	requirePassed(t, f)
+	res = work(t, t.Context(), mine, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg})
 	require.Equal(t, []string{"registered acme", "mine"}, ran)
 	require.Equal(t, "hooks", res.Job.Queue)
 	require.Equal(t, time.Minute, res.Delay)
 
-	f = run(func(tb testing.TB) {
-		res = batontest.Work(t.Context(), tb, nil, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg, Worker: &baton.WorkerOpts{}})
-	})
-	requirePassed(t, f)
+	res = work(t, t.Context(), nil, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg, Worker: &baton.WorkerOpts{}})
 	require.Equal(t, "default", res.Job.Queue)
 	require.Equal(t, 25, res.Job.MaxAttempts)
 	require.Empty(t, res.Job.Key)
@@ -295,9 +261,7 @@ func TestWorkCause(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		})
-		var res *batontest.WorkResult[syncArgs]
-		f := run(func(tb testing.TB) { res = batontest.Work(ctx, tb, w, syncArgs{}, nil) })
-		requirePassed(t, f)
+		res := work(t, ctx, w, syncArgs{}, nil)
 		require.ErrorIs(t, res.Err, context.Canceled)
 		require.Equal(t, tc.outcome, res.Outcome, "%v", tc.cause)
 		require.Equal(t, tc.state, res.Recorded.State, "%v", tc.cause)
@@ -310,11 +274,7 @@ func TestWorkOnJobEnd(t *testing.T) {
 	var events []*baton.JobEvent
 	cfg := &baton.Config{OnJobEnd: func(ev *baton.JobEvent) { events = append(events, ev) }}
 	w := baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error { return baton.JobAgain() })
-	var res *batontest.WorkResult[webhookArgs]
-	f := run(func(tb testing.TB) {
-		res = batontest.Work(t.Context(), tb, w, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg, Worker: &baton.WorkerOpts{Concurrency: byCustomer}})
-	})
-	requirePassed(t, f)
+	res := work(t, t.Context(), w, webhookArgs{Customer: "acme"}, &batontest.WorkOpts{Config: cfg, Worker: &baton.WorkerOpts{Concurrency: byCustomer}})
 	require.Len(t, events, 1)
 	ev := events[0]
 	require.Equal(t, res.Job.ID, ev.ID)
@@ -322,6 +282,14 @@ func TestWorkOnJobEnd(t *testing.T) {
 	require.Equal(t, res.Job.Fence, ev.Fence)
 	require.Equal(t, baton.JobOutcomeAgain, ev.Outcome)
 	require.Equal(t, 1, ev.Attempt)
+}
+
+// work runs batontest.Work and requires that it passed.
+func work[T baton.JobArgs](t *testing.T, ctx context.Context, w baton.Worker[T], args T, opts *batontest.WorkOpts) *batontest.WorkResult[T] {
+	t.Helper()
+	var res *batontest.WorkResult[T]
+	requirePassed(t, run(func(tb testing.TB) { res = batontest.Work(ctx, tb, w, args, opts) }))
+	return res
 }
 
 // brokenArgs cannot be decoded: a worker makes such a job dead at once.
@@ -334,9 +302,7 @@ func TestWorkUndecodableArgs(t *testing.T) {
 	t.Parallel()
 	ran := false
 	w := baton.WorkFunc[brokenArgs](func(context.Context, *baton.Job[brokenArgs]) error { ran = true; return nil })
-	var res *batontest.WorkResult[brokenArgs]
-	f := run(func(tb testing.TB) { res = batontest.Work(t.Context(), tb, w, brokenArgs{}, nil) })
-	requirePassed(t, f)
+	res := work(t, t.Context(), w, brokenArgs{}, nil)
 	require.False(t, ran)
 	require.ErrorContains(t, res.Err, "cannot be decoded")
 	require.Equal(t, baton.JobOutcomeDead, res.Outcome)
