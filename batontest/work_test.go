@@ -64,6 +64,11 @@ func TestWork(t *testing.T) {
 	require.NotSame(t, job.JobRow, res.Recorded)
 	require.Equal(t, baton.JobStateCompleted, res.Recorded.State)
 	require.Equal(t, job.Fence, res.Recorded.Fence)
+
+	// A completed job the Config keeps for no time is gone at once.
+	res = work(t, t.Context(), w, webhookArgs{}, &batontest.WorkOpts{Config: &baton.Config{CompletedRetention: -1}})
+	require.Equal(t, baton.JobOutcomeCompleted, res.Outcome)
+	require.Nil(t, res.Recorded)
 }
 
 // Each return is read, and recorded, as a worker does: the outcome, when
