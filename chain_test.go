@@ -810,6 +810,32 @@ func testHaltRecallsChainedJob(t *testing.T, limit int) {
 	}, 5*time.Second, time.Millisecond)
 }
 
+// gatedClient starts a client on d, two workers, whose webhookArgs jobs,
+// one per customer at a time, report their N on began as they start and
+// return once gate is closed (or the client stops), with three jobs of
+// customer a inserted in one call: the first runs, the second is chained
+// behind it.
+func gatedClient(t *testing.T, d batondriver.JobDriver) (c *baton.Client, began chan int, gate chan struct{}, ids []string) {
+	t.Helper()
+	gate = make(chan struct{})
+	began = make(chan int, 10)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		began <- job.Args.N
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, Logger: quiet, PollInterval: 5 * time.Second})
+	require.NoError(t, err)
+	ids = insertBacklog(t, c, "a", 3)
+	start(t, c)
+	return c, began, gate, ids
+}
+
 // heldReplies holds the replies of the fetches made once armed until
 // released: the backend has run them, their caller does not know yet.
 type heldReplies struct {
@@ -836,22 +862,7 @@ func TestHaltRecallsJobChainedByCallInFlight(t *testing.T) {
 		t.Parallel()
 		d := &heldReplies{tappedNotices: tapNotices(newJobDriver(t)), held: make(chan struct{}, 1), release: make(chan struct{})}
 		d.armed.Store(true)
-		gate := make(chan struct{})
-		began := make(chan int, 10)
-		workers := baton.NewWorkers()
-		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
-			began <- job.Args.N
-			select {
-			case <-gate:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
-		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, Logger: quiet, PollInterval: 5 * time.Second})
-		require.NoError(t, err)
-		ids := insertBacklog(t, c, "a", 3)
-		start(t, c)
+		c, began, gate, ids := gatedClient(t, d)
 		ctx := t.Context()
 		<-d.held
 		info, err := c.SetLimit(ctx, "default", "customer:a", 0)
@@ -945,22 +956,7 @@ func TestRecheckGivesBackChainedJobs(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
 		d := tapNotices(newJobDriver(t))
-		gate := make(chan struct{})
-		began := make(chan int, 10)
-		workers := baton.NewWorkers()
-		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
-			began <- job.Args.N
-			select {
-			case <-gate:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
-		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, Logger: quiet, PollInterval: 5 * time.Second})
-		require.NoError(t, err)
-		ids := insertBacklog(t, c, "a", 3)
-		start(t, c)
+		c, began, gate, ids := gatedClient(t, d)
 		ctx := t.Context()
 		require.Equal(t, 0, recv(t, began, "the first job's start"))
 		require.Eventually(t, func() bool {

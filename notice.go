@@ -66,12 +66,9 @@ func (r *runner) listen(queue string) {
 				return
 			}
 			r.log.Warn("baton: cannot listen for the queue's notices; not chaining jobs meanwhile", "queue", queue, "err", err)
-			select {
-			case <-time.After(backoff):
-			case <-r.fetchCtx.Done():
+			if !r.backOff(&backoff) {
 				return
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
 		r.mu.Lock()

@@ -493,12 +493,9 @@ func (r *runner) waker(queue string) {
 			if filled {
 				continue // the pool filled: wait for a free worker again
 			}
-			select {
-			case <-time.After(backoff):
-			case <-r.fetchCtx.Done():
+			if !r.backOff(&backoff) {
 				return
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
 		backoff = 10 * time.Millisecond
@@ -507,6 +504,18 @@ func (r *runner) waker(queue string) {
 		default:
 		}
 	}
+}
+
+// backOff waits *wait after a failed call of a loop, and doubles it, up to
+// 5s, for the next failure. It reports false if Stop began meanwhile.
+func (r *runner) backOff(wait *time.Duration) bool {
+	select {
+	case <-time.After(*wait):
+	case <-r.fetchCtx.Done():
+		return false
+	}
+	*wait = min(2**wait, 5*time.Second)
+	return true
 }
 
 // leaseMargin is how much earlier than the backend a worker considers a
