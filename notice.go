@@ -75,20 +75,24 @@ func (r *runner) listen(queue string) {
 		r.listening[queue] = true
 		r.mu.Unlock()
 		tried() // after listening is set: the first fetch may chain
-		for {
-			select {
-			case n := <-l.C():
-				if n.Cancel != "" {
-					r.cancelRequested(queue, n.Cancel)
-				} else {
-					r.recall(queue, n)
-				}
-				continue
-			case <-r.fetchCtx.Done():
-			}
-			break
-		}
+		r.hear(queue, l)
 		l.Close()
+	}
+}
+
+// hear acts on l's notices of queue until Stop begins.
+func (r *runner) hear(queue string, l batondriver.QueueListener) {
+	for {
+		select {
+		case n := <-l.C():
+			if n.Cancel != "" {
+				r.cancelRequested(queue, n.Cancel)
+			} else {
+				r.recall(queue, n)
+			}
+		case <-r.fetchCtx.Done():
+			return
+		}
 	}
 }
 

@@ -101,14 +101,15 @@ func (d *Driver) LockListen(ctx context.Context, p *batondriver.LockListenParams
 		return nil, err
 	}
 	l := &listener{token: p.Token, ch: make(chan batondriver.LockNotice, 4)}
-	err := d.listen(ctx, d.lockKeys(p.Key).channel+d.id, p.Token, l, deliverGrant, func(s *subscription) { l.sub = s })
+	s, err := d.listen(ctx, d.lockKeys(p.Key).channel+d.id, p.Token, l, deliverGrant)
 	if err != nil {
 		return nil, fmt.Errorf("batonredis: listen on %q: %w", p.Key, err)
 	}
+	l.sub = s
 	return l, nil
 }
 
-// QueueListen implements batondriver.KeyDriver. It returns once Redis has
+// QueueListen implements batondriver.JobDriver. It returns once Redis has
 // confirmed the subscription of the queue's notice channel, or with an
 // error once ctx ends or the driver is closed. After a break in the
 // subscription (a reconnect), the listener receives a Recheck.
@@ -117,26 +118,26 @@ func (d *Driver) QueueListen(ctx context.Context, p *batondriver.QueueParams) (b
 		return nil, jobErr("listen for notices in", p.Queue, err)
 	}
 	l := &queueListener{Mailbox: queuenotice.New(), id: strconv.FormatUint(d.noticeIDs.Add(1), 10)}
-	err := d.listen(ctx, d.queueKeys(p.Queue).noticeChannel(), l.id, l, deliverQueueNotice, func(s *subscription) { l.sub = s })
+	s, err := d.listen(ctx, d.queueKeys(p.Queue).noticeChannel(), l.id, l, deliverQueueNotice)
 	if err != nil {
 		l.Mailbox.Close()
 		return nil, jobErr("listen for notices in", p.Queue, err)
 	}
+	l.sub = s
 	return l, nil
 }
 
 // listen adds the listener mb, named id, to this instance's subscription
-// of channel (starting it with deliver if there is none), tells join which
-// subscription it joined, and waits for Redis to confirm the subscription.
-func (d *Driver) listen(ctx context.Context, channel, id string, mb mailbox,
-	deliver func(*subscription, string), join func(*subscription)) error {
+// of channel (starting it with deliver if there is none), waits for Redis
+// to confirm the subscription, and returns it.
+func (d *Driver) listen(ctx context.Context, channel, id string, mb mailbox, deliver func(*subscription, string)) (*subscription, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return errors.New("driver closed")
+		return nil, errors.New("driver closed")
 	}
 	s := d.subs[channel]
 	if s == nil {
@@ -146,7 +147,6 @@ func (d *Driver) listen(ctx context.Context, channel, id string, mb mailbox,
 		s.linger.Stop()
 		s.linger = nil
 	}
-	join(s)
 	s.listeners[id] = mb
 	ready := s.ready
 	d.mu.Unlock()
@@ -155,13 +155,13 @@ func (d *Driver) listen(ctx context.Context, channel, id string, mb mailbox,
 	// closed; then the confirmation never comes.
 	select {
 	case <-ready:
-		return nil
+		return s, nil
 	case <-s.ctx.Done():
 		s.leave(id, mb)
-		return errors.New("driver closed")
+		return nil, errors.New("driver closed")
 	case <-ctx.Done():
 		s.leave(id, mb)
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
 }
 

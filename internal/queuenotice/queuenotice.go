@@ -71,9 +71,6 @@ func (m *Mailbox) C() <-chan batondriver.QueueNotice { return m.out }
 // Close implements batondriver.QueueListener.
 func (m *Mailbox) Close() { m.once.Do(func() { close(m.done) }) }
 
-// Closed is closed once Close has been called.
-func (m *Mailbox) Closed() <-chan struct{} { return m.done }
-
 // run hands the posted notices on: a recheck first (it recalls all that the
 // other recalls do), then cancels, then recalls.
 func (m *Mailbox) run() {
