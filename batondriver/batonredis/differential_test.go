@@ -273,6 +273,11 @@ func diffRun(t *testing.T, seed uint64, sides []*diffSide) string {
 				}
 				res, err := s.d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: queue, Jobs: ins})
 				require.NoError(t, err)
+				if !time.Now().Before(due) {
+					// The jobs were due as they were inserted, and admitted
+					// at once: the sides would differ by the machine's load.
+					t.Skipf("step %d: the insert on %s returned after the jobs were due: too busy a machine for this seed", s.step, s.name)
+				}
 				var out []string
 				for i, r := range res.Jobs {
 					out = append(out, fmt.Sprintf("%s=%s", res.Status[i], s.norm([]*batondriver.JobRow{r})[0]))
