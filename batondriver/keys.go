@@ -93,21 +93,18 @@ const (
 	UniqueQueued UniqueScope = "queued"
 	// UniqueRunning: an insert conflicts with a running twin. (To keep
 	// twins from running at once, give them a concurrency key of limit 1.)
-	// A queue holds one claim per unique key: the job claims the key when
-	// it starts, and releases it when it leaves running, but it never
-	// takes the key from a live claim of another scope (a period's not yet
-	// lapsed, a queued twin's, or that of a twin unique until done that is
-	// queued or running). That claim stays with its job, and this one runs
-	// without a claim: while it runs, an insert unique while running
-	// conflicts with the claim's job only if that one runs. A twin unique
-	// while running that started before it gives it the claim.
+	// The job claims the key when it starts and releases it when it leaves
+	// running; among twins unique while running, the one that started last
+	// holds the claim. Claims of different scopes are kept apart: a job
+	// never takes or ends a twin's claim of another scope.
 	UniqueRunning UniqueScope = "running"
 	// UniqueUntilDone: an insert conflicts with a queued or running twin.
 	UniqueUntilDone UniqueScope = "until_done"
 	// UniquePeriod: an insert conflicts with a twin that claimed the key
 	// less than the insert's Period before, while the twin's own claim
-	// lasts (its Period, from its insert), whatever became of the twin
-	// since: a throttle. Twins that share a Period so conflict with one
+	// lasts (its Period, from its insert, whatever became of the twin
+	// since; a twin of another scope: while it holds its claim): a
+	// throttle. Twins that share a Period so conflict with one
 	// inserted less than Period before. An insert that conflicts claims
 	// nothing: the window does not move.
 	UniquePeriod UniqueScope = "period"

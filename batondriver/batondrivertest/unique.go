@@ -430,12 +430,11 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		f.requireKeyFree(u)
 	})
 
-	// A job unique while running takes its key when it starts only from
-	// no claim, or from a twin unique while running: a live claim of
-	// another scope stays with its job, while the job runs and after it
-	// ends — a period's (a throttle, its job completed or still
-	// scheduled), a queued twin's, a twin's until done (queued, or running
-	// beside it).
+	// A job unique while running that starts claims its key beside the
+	// claims of other scopes, which stay with their jobs while it runs
+	// and after it ends — a period's (a throttle, its job completed or
+	// still scheduled), a queued twin's, a twin's until done (queued, or
+	// running beside it).
 	later := runAtTime(time.Now().Add(time.Hour))
 	for _, c := range []struct {
 		name  string
@@ -522,11 +521,11 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		})
 	}
 
-	t.Run("LapseOfReplacedPeriodClaimLeavesTheNewClaim", func(t *testing.T) {
-		// A period claim replaced before it lapsed (here by the insert of a
-		// twin unique while queued, which its running job does not conflict
-		// with) is gone: its lapse, swept by a fetch, takes nothing from
-		// the claim that replaced it.
+	t.Run("LapseOfPeriodClaimLeavesClaimOfAnotherScope", func(t *testing.T) {
+		// A period claim lapses, swept by a fetch, without taking the
+		// claim of a twin of another scope inserted meanwhile (here unique
+		// while queued, which the period's running job does not conflict
+		// with).
 		f := newJobFixture(t, newDriver)
 		const period = 50 * time.Millisecond
 		f.runTwin(uniqueJob(u, inPeriod, reject, func(j *batondriver.JobInsert) { j.Unique.Period = period }))
@@ -535,6 +534,55 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Empty(t, f.fetch(1).Jobs)
 		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, queued, reject))
 		require.Equal(t, "duplicate of "+b.ID, reason, "the queued job holds the key")
+	})
+
+	// Claims of different scopes live side by side: an insert that does
+	// not conflict with a twin of another scope (its twin is not in the
+	// states of the insert's scope) claims the key without taking the
+	// twin's claim, which holds until its own job lets it go, against the
+	// inserts whose scope meets it.
+	t.Run("QueuedInsertLeavesRunningClaim", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		a := f.runTwin(uniqueJob(u, inRunning, reject))
+		f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, inRunning, reject))
+		require.Equal(t, "duplicate of "+a.ID, reason, "the running job's claim")
+	})
+
+	t.Run("QueuedTwinStartingLeavesUntilDoneClaim", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		a := f.runTwin(uniqueJob(u, untilDone, reject))
+		b, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
+		require.Equal(t, b.ID, f.fetchOne(10*time.Second).ID)
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, untilDone, reject))
+		require.Equal(t, "duplicate of "+a.ID, reason, "the claim until done of the job still running")
+		f.complete(a)
+		f.insertAs(batondriver.JobInserted, uniqueJob(u, untilDone, reject))
+	})
+
+	t.Run("PeriodClaimOutlivesTwinOfAnotherScope", func(t *testing.T) {
+		// A throttle's window is not ended by the run of a twin of another
+		// scope inserted inside it.
+		f := newJobFixture(t, newDriver)
+		p := f.runTwin(uniqueJob(u, inPeriod, reject))
+		f.complete(p)
+		f.insertAs(batondriver.JobInserted, uniqueJob(u, queued, reject))
+		f.complete(f.fetchOne(10 * time.Second))
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, inPeriod, reject))
+		require.Equal(t, "duplicate of "+p.ID, reason, "the period's claim")
+	})
+
+	t.Run("PeriodInsertConflictsWithRecentTwinOfAnyScope", func(t *testing.T) {
+		// A period insert conflicts with a twin inserted less than its
+		// period ago that holds a claim of any scope, though a period claim
+		// made longer ago than that still lasts.
+		f := newJobFixture(t, newDriver)
+		f.complete(f.runTwin(uniqueJob(u, inPeriod, reject)))
+		time.Sleep(100 * time.Millisecond)
+		b := f.runTwin(uniqueJob(u, inRunning, reject))
+		_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, inPeriod, reject,
+			func(j *batondriver.JobInsert) { j.Unique.Period = 50 * time.Millisecond }))
+		require.Equal(t, "duplicate of "+b.ID, reason, "the running twin inserted inside the period")
 	})
 
 	t.Run("DeleteReleasesClaim", func(t *testing.T) {

@@ -21,11 +21,12 @@ func (f *keysFixture) fetchChain(max int, ttl time.Duration) []*batondriver.JobR
 	return res.Jobs
 }
 
-// claimant returns the ID of the job that holds unique key u's claim, or "".
-func (f *keysFixture) claimant(u string) string {
+// claimant returns the ID of the job that holds unique key u's claim of
+// scope, or "".
+func (f *keysFixture) claimant(scope batondriver.UniqueScope, u string) string {
 	f.d.jobs.mu.Lock()
 	defer f.d.jobs.mu.Unlock()
-	if c := f.d.jobs.queues[keysQueue].claims[u]; c != nil {
+	if c := f.d.jobs.queues[keysQueue].claims[claimKey{u, scope}]; c != nil {
 		return c.id
 	}
 	return ""
@@ -110,7 +111,7 @@ func TestUnchainedTakesQueuedClaimBack(t *testing.T) {
 			if tc.twin {
 				want = other
 			}
-			require.Equal(t, want, f.claimant("u"))
+			require.Equal(t, want, f.claimant(batondriver.UniqueQueued, "u"))
 			checkKeys(t, f.d)
 		})
 	}

@@ -69,10 +69,10 @@ type queueState struct {
 	// schedules are the registered recurring schedules (schedules.go).
 	schedules map[string]*batondriver.QueueSchedule
 
-	keys   map[string]*jobKey // the active concurrency keys (keys.go)
-	fence  int64              // the last fencing token of any of its keys
-	claims map[string]*claim  // unique key -> its claim
-	lapses claimHeap          // period claims, by when they lapse
+	keys   map[string]*jobKey  // the active concurrency keys (keys.go)
+	fence  int64               // the last fencing token of any of its keys
+	claims map[claimKey]*claim // unique key and scope -> its claim
+	lapses claimHeap           // period claims, by when they lapse
 
 	tokens  int       // unclaimed wake tokens; 0 while anyone waits
 	waiters list.List // of *jobWaiter, first come first woken
@@ -125,7 +125,7 @@ func newQueueState() *queueState {
 			batondriver.JobStateDropped:   {less: timeThenSeq(finishedAt)},
 		},
 		keys:   make(map[string]*jobKey),
-		claims: make(map[string]*claim),
+		claims: make(map[claimKey]*claim),
 	}
 	for i := range q.bands {
 		q.bands[i] = jobHeap{slot: 1, less: priorityThenSeq}
@@ -728,7 +728,8 @@ func (q *queueState) lease(max int, ttl time.Duration, now time.Time, since uint
 
 // start leases j, in no state, until until: running, its attempt counted
 // and started now, a fresh lease, a keyed job's next fence, its unique
-// claim taken (running scope, see claimRunning) or given up (queued scope).
+// claim taken (running scope: among twins unique while running, the one
+// that started last holds it) or given up (queued scope).
 // A chained job's After is set beforehand, so that it enters running never
 // to expire.
 func (q *queueState) start(j *job, until, now time.Time) {
@@ -741,45 +742,11 @@ func (q *queueState) start(j *job, until, now time.Time) {
 	}
 	switch j.row.UniqueScope {
 	case batondriver.UniqueRunning:
-		q.claimRunning(j, now)
+		q.claim(j, now)
 	case batondriver.UniqueQueued:
 		q.unclaim(j)
 	}
 	q.add(j, batondriver.JobStateRunning)
-}
-
-// claimRunning claims the unique key of j, unique while running, as j
-// starts, unless a live claim of another scope holds the key: that claim
-// stays with its job, and j runs without one. A twin unique while running
-// that started before j gives its claim up to j (a job chained behind its
-// twin runs after it), and a claim whose job left its scope's states (none
-// should be left) is taken over.
-func (q *queueState) claimRunning(j *job, now time.Time) {
-	if c := q.claimOf(j.row.Unique, now); c != nil && q.outlives(c) {
-		return
-	}
-	q.claim(j, now)
-}
-
-// outlives reports whether live claim c holds its key against a job unique
-// while running that starts: a period's, until it lapses (claimOf forgets
-// it then), or that of a job unique while queued or until done while it is
-// in its scope's states.
-func (q *queueState) outlives(c *claim) bool {
-	if !c.until.IsZero() {
-		return true
-	}
-	t := q.jobs[c.id]
-	if t == nil {
-		return false
-	}
-	switch t.row.UniqueScope {
-	case batondriver.UniqueQueued:
-		return queued(t.row.State)
-	case batondriver.UniqueUntilDone:
-		return queued(t.row.State) || t.row.State == batondriver.JobStateRunning
-	}
-	return false
 }
 
 // rows returns copies of the rows of the jobs of each list, in order; nil
@@ -1050,7 +1017,7 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		case batondriver.JobOutcomeAgain:
 			if j.row.UniqueScope == batondriver.UniqueQueued {
 				// A queued twin inserted while j ran is the next run.
-				if c := q.claimOf(j.row.Unique, now); c != nil && c.id != j.row.ID &&
+				if c := q.claimOf(j.row.UniqueScope, j.row.Unique, now); c != nil && c.id != j.row.ID &&
 					q.jobs[c.id] != nil && queued(q.jobs[c.id].row.State) {
 					q.complete(j, p.Retention, now)
 					continue
@@ -1190,7 +1157,7 @@ func (d *Driver) JobRetry(ctx context.Context, p *batondriver.JobGetParams) (*ba
 		// claim back, unless a twin took it meanwhile (a scheduled job
 		// holds its own).
 		if s := j.row.UniqueScope; (s == batondriver.UniqueQueued || s == batondriver.UniqueUntilDone) &&
-			q.claimOf(j.row.Unique, now) == nil {
+			q.claimOf(j.row.UniqueScope, j.row.Unique, now) == nil {
 			q.claim(j, now)
 		}
 	}

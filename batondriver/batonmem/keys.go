@@ -343,7 +343,7 @@ func (q *queueState) reclaim(j *job, now time.Time) {
 	case batondriver.UniqueRunning:
 		q.unclaim(j)
 	case batondriver.UniqueQueued:
-		if q.claimOf(j.row.Unique, now) == nil {
+		if q.claimOf(j.row.UniqueScope, j.row.Unique, now) == nil {
 			q.claim(j, now)
 		}
 	}
@@ -435,14 +435,22 @@ func (k *jobKey) info(queue string, holders bool) *batondriver.KeyInfo {
 	return ki
 }
 
-// claim is a job's hold on a unique key of its queue.
+// claim is a job's hold on a unique key of its queue, in the class of the
+// job's scope: a queue holds at most one claim per key and scope, so that
+// a claim of one scope never takes the place of another's (see twin).
 type claim struct {
-	key string
-	id  string    // the claiming job
-	at  time.Time // when it claimed
+	claimKey
+	id string    // the claiming job
+	at time.Time // when it claimed
 	// until is when a period claim lapses; zero for the other scopes,
 	// whose claims last until released.
 	until time.Time
+}
+
+// claimKey names a claim: its unique key and the scope it is held in.
+type claimKey struct {
+	key   string
+	scope batondriver.UniqueScope
 }
 
 // claimHeap orders period claims by when they lapse, for the sweep. A claim
@@ -461,25 +469,27 @@ func (h *claimHeap) Pop() any {
 	return c
 }
 
-// claimOf returns the live claim on a unique key, or nil; a lapsed period
-// claim is forgotten.
-func (q *queueState) claimOf(key string, now time.Time) *claim {
-	c := q.claims[key]
+// claimOf returns the live claim on a unique key in scope's class, or
+// nil; a lapsed period claim is forgotten.
+func (q *queueState) claimOf(scope batondriver.UniqueScope, key string, now time.Time) *claim {
+	ck := claimKey{key, scope}
+	c := q.claims[ck]
 	if c != nil && !c.until.IsZero() && !now.Before(c.until) {
-		delete(q.claims, key)
+		delete(q.claims, ck)
 		return nil
 	}
 	return c
 }
 
-// claim makes j, which has a unique key, its claimant as of now.
+// claim makes j, which has a unique key, its claimant in the class of its
+// scope as of now: among twins of one scope, the last to claim holds it.
 func (q *queueState) claim(j *job, now time.Time) {
-	c := &claim{key: j.row.Unique, id: j.row.ID, at: now}
+	c := &claim{claimKey: claimKey{j.row.Unique, j.row.UniqueScope}, id: j.row.ID, at: now}
 	if j.row.UniqueScope == batondriver.UniquePeriod {
 		c.until = now.Add(j.period)
 		heap.Push(&q.lapses, c)
 	}
-	q.claims[c.key] = c
+	q.claims[c.claimKey] = c
 }
 
 // unclaim releases j's unique claim if j holds it. A period claim stays
@@ -488,8 +498,9 @@ func (q *queueState) unclaim(j *job) {
 	if j.row.Unique == "" || j.row.UniqueScope == batondriver.UniquePeriod {
 		return
 	}
-	if c := q.claims[j.row.Unique]; c != nil && c.id == j.row.ID {
-		delete(q.claims, j.row.Unique)
+	ck := claimKey{j.row.Unique, j.row.UniqueScope}
+	if c := q.claims[ck]; c != nil && c.id == j.row.ID {
+		delete(q.claims, ck)
 	}
 }
 
@@ -500,8 +511,8 @@ func (q *queueState) sweepClaims(now time.Time) {
 			return
 		}
 		c := heap.Pop(&q.lapses).(*claim)
-		if q.claims[c.key] == c {
-			delete(q.claims, c.key)
+		if q.claims[c.claimKey] == c {
+			delete(q.claims, c.claimKey)
 		}
 	}
 }
@@ -512,37 +523,54 @@ func queued(s batondriver.JobState) bool {
 	return s == batondriver.JobStateScheduled || s == batondriver.JobStateParked || s == batondriver.JobStateAvailable
 }
 
-// twin returns the claim that an insert of u conflicts with, and its job
-// (nil if gone: a period claim outlives its job), or a nil claim.
-func (q *queueState) twin(u *batondriver.JobUnique, now time.Time) (*claim, *job) {
-	c := q.claimOf(u.Key, now)
-	if c == nil {
-		return nil, nil
-	}
-	t := q.jobs[c.id]
-	var conflict bool
-	switch u.Scope {
+// inScope reports whether a job in state s is in the states of scope (not
+// UniquePeriod's).
+func inScope(s batondriver.JobState, scope batondriver.UniqueScope) bool {
+	switch scope {
 	case batondriver.UniqueQueued:
-		conflict = t != nil && queued(t.row.State)
+		return queued(s)
 	case batondriver.UniqueRunning:
-		conflict = t != nil && t.row.State == batondriver.JobStateRunning
+		return s == batondriver.JobStateRunning
 	case batondriver.UniqueUntilDone:
-		conflict = t != nil && (queued(t.row.State) || t.row.State == batondriver.JobStateRunning)
-	case batondriver.UniquePeriod:
-		// The twin was inserted less than this insert's period ago: when
-		// its period claim was made, or else when it was created (not when
-		// it last took its claim back).
+		return queued(s) || s == batondriver.JobStateRunning
+	}
+	return false
+}
+
+// twinScopes are the classes of claims an insert reads, in the order it
+// prefers a twin: a queued one first, for UniqueReplace.
+var twinScopes = [...]batondriver.UniqueScope{batondriver.UniqueQueued, batondriver.UniqueUntilDone,
+	batondriver.UniquePeriod, batondriver.UniqueRunning}
+
+// twin returns the claim that an insert of u conflicts with, and its job
+// (nil if gone: a period claim outlives its job), or a nil claim. Every
+// class of claim on u.Key is read: its job conflicts if it is in the
+// states of u.Scope, or for UniquePeriod if it was inserted less than
+// u.Period ago — when its period claim was made, or else when it was
+// created. A period claim holds until it lapses, whatever became of its
+// job; any other claim is released in the step that takes its job out of
+// its scope's states.
+func (q *queueState) twin(u *batondriver.JobUnique, now time.Time) (*claim, *job) {
+	for _, scope := range twinScopes {
+		c := q.claimOf(scope, u.Key, now)
+		if c == nil {
+			continue
+		}
+		t := q.jobs[c.id]
+		var conflict bool
 		switch {
+		case u.Scope != batondriver.UniquePeriod:
+			conflict = t != nil && inScope(t.row.State, u.Scope)
 		case !c.until.IsZero():
 			conflict = now.Before(c.at.Add(u.Period))
 		case t != nil:
 			conflict = now.Before(t.row.CreatedAt.Add(u.Period))
 		}
+		if conflict {
+			return c, t
+		}
 	}
-	if !conflict {
-		return nil, nil
-	}
-	return c, t
+	return nil, nil
 }
 
 func checkKey(queue, key string) error {

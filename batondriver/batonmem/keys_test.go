@@ -245,7 +245,7 @@ func TestPeriodClaimsLapse(t *testing.T) {
 	f.d.jobs.mu.Lock()
 	q := f.d.jobs.queues[keysQueue]
 	require.Len(t, q.claims, 1)
-	require.NotNil(t, q.claims["long"])
+	require.NotNil(t, q.claims[claimKey{"long", batondriver.UniquePeriod}])
 	require.Len(t, q.lapses, 1)
 	f.d.jobs.mu.Unlock()
 	res = f.insert(period("short", time.Hour))
@@ -295,22 +295,15 @@ func checkKeys(t *testing.T, d *Driver) {
 				require.GreaterOrEqual(t, len(k.holders), k.limitFor(head.Value.(*job)), "key %s stalled", name)
 			}
 		}
-		for u, c := range q.claims {
-			require.Equal(t, u, c.key)
+		for ck, c := range q.claims {
+			require.Equal(t, ck, c.claimKey)
 			if !c.until.IsZero() {
 				continue
 			}
 			j := q.jobs[c.id]
-			require.NotNil(t, j, "claim %s of a gone job", u)
-			st := j.row.State
-			switch j.row.UniqueScope {
-			case batondriver.UniqueQueued:
-				require.True(t, queued(st), "queued claim of a %s job", st)
-			case batondriver.UniqueRunning:
-				require.Equal(t, batondriver.JobStateRunning, st, "running claim of a %s job", st)
-			case batondriver.UniqueUntilDone:
-				require.True(t, queued(st) || st == batondriver.JobStateRunning, "until_done claim of a %s job", st)
-			}
+			require.NotNil(t, j, "claim %v of a gone job", ck)
+			require.Equal(t, ck, claimKey{j.row.Unique, j.row.UniqueScope}, "claim of job %s", c.id)
+			require.True(t, inScope(j.row.State, ck.scope), "%s claim of a %s job", ck.scope, j.row.State)
 		}
 	}
 }

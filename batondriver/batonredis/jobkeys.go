@@ -22,8 +22,8 @@ import (
 //	P:queue:{Q}:keys               sorted set: active concurrency keys, score = -(parked count)
 //	P:queue:{Q}:parked             sorted set: parked job IDs, score = parked at (server ms)
 //	P:queue:{Q}:dropped            sorted set: dropped job IDs, score = finished (server ms)
-//	P:queue:{Q}:unique             hash: unique key -> "0:ID" of the job that claims it ("expiry:at:ID" for a period)
-//	P:queue:{Q}:unique_periods     sorted set: unique keys with period claims, score = expiry (server ms)
+//	P:queue:{Q}:unique             hash: class:unique key -> "0:ID" of the job that claims it ("expiry:at:ID" for a period)
+//	P:queue:{Q}:unique_periods     sorted set: unique's fields of period claims, score = expiry (server ms)
 //	P:queue:{Q}:key:K:h            set: holders of concurrency key K (available and running job IDs)
 //	P:queue:{Q}:key:K:p            list: parked job IDs of K, head first
 //	P:queue:{Q}:key:K:m            hash: def (default limit), limit (override), mixed (deleted when K goes idle)

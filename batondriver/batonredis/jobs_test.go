@@ -875,7 +875,7 @@ func TestExpiredLastAttemptReleasesUniqueClaim(t *testing.T) {
 		require.Equal(t, 1, fetchJobs(t, d, q, 1, time.Minute).Recovered)
 		state, _ := jobState(t, d, q, rows[0].ID)
 		require.Equal(t, batondriver.JobStateDead, state)
-		n, err := client.Do(jobCtx(t), client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field(j.Unique.Key).Build()).AsInt64()
+		n, err := client.Do(jobCtx(t), client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field(claimField(j.Unique)).Build()).AsInt64()
 		require.NoError(t, err)
 		require.Zero(t, n, "scope %s: the dead job's claim is left in the unique hash", scope)
 	}
@@ -926,7 +926,7 @@ func TestCancelledJobReleasesUniqueClaim(t *testing.T) {
 		}
 		state, _ := jobState(t, d, q, row.ID)
 		require.Equal(t, batondriver.JobStateCancelled, state)
-		n, err := client.Do(ctx, client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field(j.Unique.Key).Build()).AsInt64()
+		n, err := client.Do(ctx, client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field(claimField(j.Unique)).Build()).AsInt64()
 		require.NoError(t, err)
 		require.Zero(t, n, "scope %s, cancelled %s: the claim is left in the unique hash", tc.scope, tc.end)
 	}
@@ -946,7 +946,7 @@ func TestDroppedWhenDueReleasesUniqueClaim(t *testing.T) {
 	j.RunAt = time.Now().Add(100 * time.Millisecond)
 	j.Unique = &batondriver.JobUnique{Key: "u", Scope: batondriver.UniqueUntilDone}
 	rows := insertJobs(t, d, q, j)
-	n, err := client.Do(jobCtx(t), client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field("u").Build()).AsInt64()
+	n, err := client.Do(jobCtx(t), client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field(claimField(j.Unique)).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n, "the scheduled job claims its key")
 	require.Eventually(t, func() bool {
@@ -954,7 +954,7 @@ func TestDroppedWhenDueReleasesUniqueClaim(t *testing.T) {
 		state, _ := jobState(t, d, q, rows[0].ID)
 		return state == batondriver.JobStateDropped
 	}, 5*time.Second, 20*time.Millisecond)
-	n, err = client.Do(jobCtx(t), client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field("u").Build()).AsInt64()
+	n, err = client.Do(jobCtx(t), client.B().Hexists().Key(d.queueKeys(q).keys[keyUnique]).Field(claimField(j.Unique)).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Zero(t, n, "the dropped job's claim is left in the unique hash")
 }

@@ -41,6 +41,6 @@ local t = {'errors', add_error({errors = v[FI.errors]}, tonumber(v[FI.attempt]) 
 cancel_end(t, now)
 update(key, v, t)
 redis.call('ZADD', X, now, id)
-unclaim(v[FI.ukey], id)
+unclaim(v[FI.ukey], v[FI.uscope], id)
 wake(flush_available(avail))
 return {0, now, v}

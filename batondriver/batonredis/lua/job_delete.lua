@@ -11,13 +11,13 @@
 -- parked jobs into free slots; the job gives up its unique key (unless it is
 -- a period's claim, which lapses with the period).
 local key, id = KEYS[FIRST_JOB_KEY], ARGV[1]
-local v = redis.call('HMGET', key, 'state', 'key', 'ukey', 'prio')
+local v = redis.call('HMGET', key, 'state', 'key', 'ukey', 'prio', 'uscope')
 local state, k = v[1], v[2]
 if not state then return NOT_FOUND end
 if state == 'running' then return RUNNING end
 local avail = new_batch()
 unqueue(avail, id, state, k, v[4])
-unclaim(v[3], id)
+unclaim(v[3], v[5], id)
 redis.call('DEL', key)
 wake(flush_available(avail))
 return 0

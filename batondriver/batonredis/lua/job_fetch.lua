@@ -51,9 +51,8 @@
 -- Unless the queue is paused or the caller gave up (ARGV[8]), up to n
 -- available jobs are then leased (first, jobs an older version left in its
 -- sorted set move to the lists: LEGACY in joblib.lua); a keyed job gets its key's next fencing
--- token, and a job unique while running claims its unique key unless a
--- live claim of another scope holds it (one unique while queued gives it
--- up: start_claims in joblib.lua). Jobs made available by steps 1 and 2 and not
+-- token, and a job unique while running claims its unique key (one unique
+-- while queued gives it up: start_claims in joblib.lua). Jobs made available by steps 1 and 2 and not
 -- leased here wake other fetchers; when no job is left available, the wake
 -- list is deleted. A job step 2 schedules before every job scheduled as the
 -- call began wakes one fetcher, paused or not, as an outcome's does.
@@ -85,7 +84,8 @@ if #due > 0 then
   for i = 1, #due, 2 do
     local id = due[i]
     local key = J .. id
-    local v = redis.call('HMGET', key, 'prio', 'key', 'limit', 'onbusy', 'delay', 'errors', 'attempt', 'ukey')
+    local v = redis.call('HMGET', key, 'prio', 'key', 'limit', 'onbusy', 'delay', 'errors', 'attempt', 'ukey',
+      'uscope')
     if v[1] then
       local j = {}
       j[FI.prio], j[FI.key], j[FI.limit], j[FI.onbusy], j[FI.delay], j[FI.errors], j[FI.attempt] =
@@ -96,7 +96,7 @@ if #due > 0 then
         resched[#resched + 1] = at
         resched[#resched + 1] = id
       elseif code == DROPPED then
-        unclaim(v[8], id)
+        unclaim(v[8], v[9], id)
       end
       redis.call('HSET', key, unpack(t))
     end
@@ -126,7 +126,7 @@ if #expired > 0 then
         put(t, 'next', '')
       end
       release(avail, id, v[5])
-      if v[8] == 'running' or attempt >= tonumber(v[2]) or cancel then unclaim(v[7], id) end
+      if v[8] == 'running' or attempt >= tonumber(v[2]) or cancel then unclaim(v[7], v[8], id) end
       if cancel then -- not run again
         cancel_end(t, now)
         cancelled[#cancelled + 1] = now

@@ -200,7 +200,7 @@ for i = 1, #KEYS - first + 1 do
     -- until done ends if this outcome ends the job.
     local ends = not (outcome == 'snooze' or outcome == 'again'
       or (outcome == 'retry' and attempt < tonumber(v[5])))
-    if ends or scope == 'running' then unclaim(u, id) end
+    if ends or scope == 'running' then unclaim(u, scope, id) end
     local j = {}
     j[FI.prio], j[FI.key], j[FI.limit] = v[6], v[8], v[9]
     local t = {'lease', '', 'lease_until', '', unpack(x)}
@@ -220,12 +220,12 @@ for i = 1, #KEYS - first + 1 do
       reclaim(u, scope, id, now)
       again(key, id, j, run_at, t)
     elseif outcome == 'again' then
-      local c = scope == 'queued' and claim_of(u, now)
+      local c = scope == 'queued' and claim_of(u, scope, now)
       local other = c and select(3, claim_parts(c))
       if other and other ~= id and QUEUED[redis.call('HGET', J .. other, 'state')] then
         complete(key, id, x)
       else
-        if scope == 'queued' then claim(u, id, 0) end
+        if scope == 'queued' then claim(u, scope, id, 0) end
         put(t, 'attempt', '0', 'runs', int((tonumber(v[12]) or 0) + 1))
         again(key, id, j, run_at, t)
       end

@@ -127,9 +127,9 @@ for i = FIRST_JOB_KEY, #KEYS do
       if u ~= '' then
         if scope == 'period' then
           local sep = string.find(ARGV[a + 15], ':', 1, true)
-          claim(u, id, now + tonumber(string.sub(ARGV[a + 15], 1, sep - 1)), now)
+          claim(u, scope, id, now + tonumber(string.sub(ARGV[a + 15], 1, sep - 1)), now)
         elseif scope ~= 'running' and code ~= DROPPED then
-          claim(u, id, 0)
+          claim(u, scope, id, 0)
         end
       end
       if code == DROPPED then

@@ -31,8 +31,8 @@ else
   -- Queued again: unique while queued or until done, it takes its claim
   -- back, unless a twin took it meanwhile (a scheduled job holds its own).
   local u, scope = v[FI.ukey], v[FI.uscope]
-  if u and u ~= '' and (scope == 'queued' or scope == 'until_done') and not claim_of(u, now) then
-    claim(u, id, 0)
+  if u and u ~= '' and (scope == 'queued' or scope == 'until_done') and not claim_of(u, scope, now) then
+    claim(u, scope, id, 0)
   end
   update(key, v, t)
   wake(flush_available(avail))

@@ -24,9 +24,9 @@
 --   KEYS[11] KI sorted set: active concurrency keys, score = -(parked count)
 --   KEYS[12] PK sorted set: parked jobs, score = parked_at (server ms)
 --   KEYS[13] Y  sorted set: dropped jobs, score = finished (server ms)
---   KEYS[14] U  hash: unique key -> claim "expiry:id" (expiry "0" but for
---               period claims)
---   KEYS[15] UP sorted set: unique keys with period claims, score = expiry
+--   KEYS[14] U  hash: class:unique key -> claim "0:id", or "expiry:at:id"
+--               for period claims (see "Uniqueness claims" below)
+--   KEYS[15] UP sorted set: U's fields of period claims, score = expiry
 --
 -- Scripts that know their jobs take the job keys next, KEYS[16] onwards.
 --
@@ -687,26 +687,41 @@ local function due_at(arg, now)
   return tonumber(arg)
 end
 
--- Uniqueness claims: U maps a unique key to "0:id", or for UniquePeriod to
--- "expiry:at:id", at being when the claim was made (server ms; a claim
--- stored before Baton kept it reads "expiry:id").
+-- Uniqueness claims. A job claims its unique key under the class of its
+-- scope, in U's field CLASS .. ':' .. key: q while a job unique while
+-- queued is queued, r while a job unique while running runs, d while a job
+-- unique until done is queued or running, p for a UniquePeriod job until its
+-- period lapses. Classes keep a claim of one scope from taking the place of
+-- another's: each conflicts with the inserts whose scope meets its holder's
+-- state (twin). The value is "0:id", or for p "expiry:at:id", at being when
+-- the claim was made (server ms). A version before classes kept one claim
+-- per key in the bare key's field, "0:id" or "expiry:id" or "expiry:at:id";
+-- inserts still honour such a claim while its job holds it (twin).
+local CLASS = {queued = 'q', running = 'r', until_done = 'd', period = 'p'}
 
--- Claim unique key u for job id: until released, or for a period claim
--- (expiry > 0) made at server ms at, until expiry.
-local function claim(u, id, expiry, at)
+-- The field of U that holds the claim of unique key u in scope's class.
+local function claim_field(u, scope)
+  return CLASS[scope] .. ':' .. u
+end
+
+-- Claim unique key u in scope's class for job id: until released, or for a
+-- period claim (expiry > 0) made at server ms at, until expiry.
+local function claim(u, scope, id, expiry, at)
+  local f = claim_field(u, scope)
   if expiry > 0 then
-    redis.call('HSET', U, u, int(expiry) .. ':' .. int(at) .. ':' .. id)
-    redis.call('ZADD', UP, expiry, u)
+    redis.call('HSET', U, f, int(expiry) .. ':' .. int(at) .. ':' .. id)
+    redis.call('ZADD', UP, expiry, f)
   else
-    redis.call('HSET', U, u, '0:' .. id)
+    redis.call('HSET', U, f, '0:' .. id)
   end
 end
 
--- Release job id's claim of unique key u, if it holds one that is not a
--- period's.
-local function unclaim(u, id)
-  if not u or u == '' then return end
-  if redis.call('HGET', U, u) == '0:' .. id then redis.call('HDEL', U, u) end
+-- Release job id's claim of unique key u in scope's class, if it holds one
+-- and it is not a period's.
+local function unclaim(u, scope, id)
+  if not u or u == '' or not CLASS[scope] or scope == 'period' then return end
+  local f = claim_field(u, scope)
+  if redis.call('HGET', U, f) == '0:' .. id then redis.call('HDEL', U, f) end
 end
 
 -- The parts of claim c: its expiry (0 if none), when it was made (nil but
@@ -721,18 +736,23 @@ local function claim_parts(c)
   return expiry, nil, rest
 end
 
--- The claim of unique key u at server ms now, or nil. A period claim that
--- has lapsed is gone, though a fetch has not swept it yet: it is deleted
--- here.
-local function claim_of(u, now)
-  local c = redis.call('HGET', U, u)
-  if not c then return nil end
+-- Whether claim c of field f of U has lapsed at server ms now: a period
+-- claim past its expiry, deleted here though a fetch has not swept it yet.
+local function lapsed(f, c, now)
   local expiry = tonumber(string.sub(c, 1, string.find(c, ':', 1, true) - 1))
   if expiry > 0 and expiry <= now then
-    redis.call('HDEL', U, u)
-    redis.call('ZREM', UP, u)
-    return nil
+    redis.call('HDEL', U, f)
+    redis.call('ZREM', UP, f)
+    return true
   end
+  return false
+end
+
+-- The claim of unique key u in scope's class at server ms now, or nil.
+local function claim_of(u, scope, now)
+  local f = claim_field(u, scope)
+  local c = redis.call('HGET', U, f)
+  if not c or lapsed(f, c, now) then return nil end
   return c
 end
 
@@ -742,34 +762,60 @@ end
 -- started, is taken back unless a twin holds it.
 local function reclaim(u, scope, id, now)
   if scope == 'running' then
-    unclaim(u, id)
-  elseif scope == 'queued' and u and u ~= '' and not claim_of(u, now) then
-    claim(u, id, 0)
+    unclaim(u, scope, id)
+  elseif scope == 'queued' and u and u ~= '' and not claim_of(u, scope, now) then
+    claim(u, scope, id, 0)
   end
 end
 
 local QUEUED = {scheduled = true, parked = true, available = true}
 
+-- Whether a job in state st is in the states of scope (not period's).
+local function in_scope(st, scope)
+  if scope == 'queued' then return QUEUED[st] == true end
+  if scope == 'running' then return st == 'running' end
+  if scope == 'until_done' then return QUEUED[st] == true or st == 'running' end
+  return false
+end
+
+-- The classes of claims an insert reads, in the order it prefers a twin (a
+-- queued one first, for UniqueReplace); after them, the bare key of a claim
+-- stored before classes.
+local TWIN_SCOPES = {'queued', 'until_done', 'period', 'running'}
+
 -- The twin an insert of unique key u with scope (and period, ms) conflicts
--- with: its ID and fields, or nil.
+-- with: its ID and fields, or nil. Every class of claim on u is read: a
+-- twin conflicts if it is in the insert's scope's states (for UniquePeriod:
+-- if it was inserted less than period ago) and holds its claim — a period
+-- claim until it lapses, whatever became of its job; any other while its
+-- job has the key and is in its own scope's states, which a claim released
+-- in the step that takes its job out of them always is, but a claim stored
+-- before classes may not be.
 local function twin(u, scope, period, now)
-  local c = claim_of(u, now)
-  if not c then return nil end
-  local expiry, at, id = claim_parts(c)
-  local v = load_job(J .. id)
-  if scope == 'period' then
-    -- The twin was inserted less than this insert's period ago: when its
-    -- period claim was made, or else when it was created. (A period claim
-    -- that does not say when it was made conflicts while it lasts.)
-    if expiry > 0 and not at then return id, v end
-    at = at or (v and tonumber(v[FI.created]))
-    if at and at + period > now then return id, v end
-    return nil
+  local cs = redis.call('HMGET', U, claim_field(u, 'queued'), claim_field(u, 'until_done'),
+    claim_field(u, 'period'), claim_field(u, 'running'), u)
+  for i = 1, #TWIN_SCOPES + 1 do
+    local c, class = cs[i], TWIN_SCOPES[i]
+    if c and not lapsed(class and claim_field(u, class) or u, c, now) then
+      local expiry, at, id = claim_parts(c)
+      local v = load_job(J .. id)
+      if expiry > 0 then
+        if scope == 'period' then
+          -- Made less than this insert's period ago (a period claim that
+          -- does not say when it was made conflicts while it lasts).
+          if not at or at + period > now then return id, v end
+        elseif v and v[FI.ukey] == u and in_scope(v[FI.state], scope) then
+          return id, v
+        end
+      elseif v and v[FI.ukey] == u and in_scope(v[FI.state], class or v[FI.uscope]) then
+        if scope == 'period' then
+          if tonumber(v[FI.created]) + period > now then return id, v end
+        elseif in_scope(v[FI.state], scope) then
+          return id, v
+        end
+      end
+    end
   end
-  if not v then return nil end
-  local st = v[FI.state]
-  if scope ~= 'running' and QUEUED[st] then return id, v end
-  if scope ~= 'queued' and st == 'running' then return id, v end
   return nil
 end
 
@@ -842,33 +888,15 @@ local function chained_lease(ahead_lease, id)
   return string.sub(redis.sha1hex(ahead_lease .. ':' .. id), 1, LEASE_LEN)
 end
 
--- Whether claim c, live at the start of a job unique while running, holds
--- its key against it: a period's, until it lapses (claim_of forgets it
--- then), or that of a job unique while queued or until done while it is in
--- its scope's states. A twin unique while running that started before
--- gives its claim up to the job starting (a job chained behind its twin
--- runs after it), and a claim whose job left its scope's states (none
--- should be left) is taken over.
-local function outlives(c)
-  local expiry, _, id = claim_parts(c)
-  if expiry > 0 then return true end
-  local v = redis.call('HMGET', J .. id, 'uscope', 'state')
-  if v[1] == 'queued' then return QUEUED[v[2]] == true end
-  if v[1] == 'until_done' then return QUEUED[v[2]] == true or v[2] == 'running' end
-  return false
-end
-
--- The unique claims of job id, whose fields are in v, as it starts at
--- server ms now: given up (queued scope), or taken (running scope) unless
--- a live claim of another scope holds the key (outlives): that claim
--- stays with its job, and this one runs without one.
-local function start_claims(id, v, now)
+-- The unique claims of job id, whose fields are in v, as it starts: taken
+-- (running scope; among twins unique while running, the one that started
+-- last holds it) or given up (queued scope).
+local function start_claims(id, v)
   local u, scope = v[FI.ukey], v[FI.uscope]
   if scope == 'running' then
-    local c = claim_of(u, now)
-    if not (c and outlives(c)) then claim(u, id, 0) end
+    claim(u, scope, id, 0)
   elseif scope == 'queued' then
-    unclaim(u, id)
+    unclaim(u, scope, id)
   end
 end
 
@@ -879,7 +907,7 @@ end
 -- more fields to write, or nil. Updates v and writes the job with one HSET.
 local function start(key, id, v, l, snow, suntil, fence, extra, claimed)
   local attempt = int(tonumber(v[FI.attempt]) + 1)
-  if not claimed then start_claims(id, v, tonumber(snow)) end
+  if not claimed then start_claims(id, v) end
   -- The fields go to HSET directly, without a table (see update): this
   -- runs for every job leased.
   v[FI.state], v[FI.attempt], v[FI.attempted], v[FI.lease], v[FI.lease_until] = 'running', attempt, snow, l, suntil
@@ -989,9 +1017,9 @@ end
 -- errs its errors JSON before, t more fields to write. It leaves R and
 -- releases its unique claim; the caller has taken it out of its key's
 -- holders, if it held a slot.
-local function cancel_back(key, id, t, attempt, errs, reason, ukey, now)
+local function cancel_back(key, id, t, attempt, errs, reason, ukey, uscope, now)
   redis.call('ZREM', R, id)
-  unclaim(ukey, id)
+  unclaim(ukey, uscope, id)
   put(t, 'attempt', int(attempt), 'errors', add_error({errors = errs}, attempt, now, cancel_error(reason)))
   cancel_end(t, now)
   redis.call('HSET', key, unpack(t))
@@ -1017,7 +1045,7 @@ local function unchain(id, ahead, now)
   if v[9] then put(t, 'attempted', v[9]) end
   local attempt = math.max(tonumber(v[3]) - 1, 0)
   if v[10] and v[10] ~= '' then
-    cancel_back(key, id, t, attempt, v[12], v[11], v[5], now)
+    cancel_back(key, id, t, attempt, v[12], v[11], v[5], v[6], now)
     return
   end
   park_first(v[4], id, tonumber(v[7]) or 0, v[8])
@@ -1058,7 +1086,7 @@ local function give_back(batch, key, id, v, now, x)
   local k = v[8]
   if v[15] and v[15] ~= '' then
     if k and k ~= '' then redis.call('SREM', K .. k .. ':h', id) end
-    cancel_back(key, id, {'lease', '', 'lease_until', '', unpack(x)}, math.max(tonumber(v[4]) - 1, 0), v[7], v[16], v[10], now)
+    cancel_back(key, id, {'lease', '', 'lease_until', '', unpack(x)}, math.max(tonumber(v[4]) - 1, 0), v[7], v[16], v[10], v[11], now)
     return
   end
   reclaim(v[10], v[11], id, now)
@@ -1158,8 +1186,7 @@ end
 -- to the caller: each gets the next LEASE_LEN characters of leases as its
 -- lease, lasting ttl ms from now, its attempt counted, and, if keyed, the
 -- queue's next fencing token; a job unique while running claims its unique
--- key unless a live claim of another scope holds it, one unique while
--- queued gives it up (start_claims). Appends each job's ID and fields to
+-- key, one unique while queued gives it up (start_claims). Appends each job's ID and fields to
 -- out.
 --
 -- The jobs this script made available, in batch, come after those already
@@ -1309,7 +1336,7 @@ local function lease(out, max, ttl, leases, now, last, bands, batch, chain, hand
         local own = fence
         -- Its claims first: a twin chained behind it, which runs after it,
         -- then holds a claim they share (behind runs before start).
-        start_claims(id, v, now)
+        start_claims(id, v)
         start(key, id, v, l, snow, suntil, own, behind(id, l, v[FI.key], until_), true)
       else
         start(key, id, v, l, snow, suntil)
