@@ -81,7 +81,10 @@ type UniqueOpts struct {
 }
 
 // UniqueScope is when two jobs with the same unique key conflict. A job is
-// queued while scheduled, parked or available.
+// queued while scheduled, parked or available. A job holds its key under
+// its own scope, beside the claims of twins of other scopes, so each
+// scope's promise holds whatever scopes its twins were inserted with (see
+// docs/concurrency.md, "Uniqueness").
 type UniqueScope = batondriver.UniqueScope
 
 // The uniqueness scopes.
