@@ -19,6 +19,15 @@ type QueueConfig struct {
 	// with critical 6, default 3 and low 1, critical is asked first six
 	// times in ten. Default 1. Ignored with Config.StrictPriority.
 	Weight int
+	// MaxWorkers caps how many of this client's workers run the queue's
+	// jobs at once (River's MaxWorkers, a Sidekiq capsule's concurrency):
+	// once it has that many, the queue is not fetched from, and the other
+	// queues get the free workers, whatever its weight or place in strict
+	// priority; it is fetched from again as soon as one of them frees.
+	// Each process counts its own workers: to bound a queue's jobs across
+	// every process, give them a concurrency key. Default 0: no cap but
+	// Config.Concurrency.
+	MaxWorkers int
 }
 
 // defaultQueue is the queue of a job whose insert and kind name none,
@@ -178,6 +187,9 @@ func newConfig(cfg *Config) (*config, error) {
 		}
 		if w < 0 {
 			return nil, fmt.Errorf("baton: Config.Queues: queue %q has negative weight %d", q.Name, q.Weight)
+		}
+		if q.MaxWorkers < 0 {
+			return nil, fmt.Errorf("baton: Config.Queues: queue %q has negative MaxWorkers %d", q.Name, q.MaxWorkers)
 		}
 		c.weights = append(c.weights, w)
 	}

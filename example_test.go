@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,47 @@ func Example() {
 	// Output:
 	// syncing user 42 (attempt 1)
 	// stopped: <nil>
+}
+
+// ReportArgs are the arguments of a job that builds a heavy report.
+type ReportArgs struct {
+	Month string `json:"month"`
+}
+
+// Kind names the job kind.
+func (ReportArgs) Kind() string { return "build_report" }
+
+// A queue's share of the workers: this process builds one report at a
+// time, however many wait, and its other workers serve the default queue.
+func ExampleQueueConfig() {
+	var running, most atomic.Int32
+	var built sync.WaitGroup
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[ReportArgs](func(ctx context.Context, job *baton.Job[ReportArgs]) error {
+		defer built.Done()
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(5 * time.Millisecond)
+		running.Add(-1)
+		return nil
+	}), &baton.WorkerOpts{Queue: "reports"})
+
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{
+		Workers: workers, Concurrency: 10, Logger: quiet,
+		Queues: []baton.QueueConfig{{Name: "default"}, {Name: "reports", MaxWorkers: 1}},
+	})
+	ctx := context.Background()
+	_ = client.Start(ctx)
+	for _, month := range []string{"2026-07", "2026-08", "2026-09", "2026-10"} {
+		built.Add(1)
+		_, _ = client.Insert(ctx, ReportArgs{Month: month}, nil)
+	}
+	built.Wait()
+	_ = client.Stop(ctx)
+	fmt.Println("most reports built at once:", most.Load())
+	// Output:
+	// most reports built at once: 1
 }
 
 // A handler steers its job with what it returns.

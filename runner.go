@@ -37,6 +37,8 @@ type runner struct {
 	full     context.Context // cancelled when free falls to 0, replaced when it grows
 	fullNow  context.CancelFunc
 	stopping bool // Stop waits for the executions: start no more
+	// shares are the capped queues' parts of the pool (QueueConfig.MaxWorkers).
+	shares map[string]*queueShare
 
 	// The recalls of chained jobs heard (notice.go): by key, and when each
 	// queue's listener last rechecked; listening: the queues whose
@@ -149,6 +151,7 @@ func (c *Client) Start(ctx context.Context) error {
 		running:  make(map[execKey]*execution),
 		backoffs: make(map[string]*fetchBackoff),
 		free:     c.cfg.Concurrency,
+		shares:   newShares(c.cfg.Queues),
 		changed:  make(chan struct{}),
 		finishes: make(chan *finishItem, c.cfg.Concurrency),
 		finished: make(chan struct{}),
@@ -367,7 +370,8 @@ func (r *runner) dispatch() {
 }
 
 // fetchRound asks the queues in order for as many jobs as there are free
-// workers. With none free when the round began (upkeep) it still fetches,
+// workers, each at most for its share (QueueConfig.MaxWorkers): a queue
+// that has its whole share is passed over. With none free when the round began (upkeep) it still fetches,
 // for no job: the finishes hand busy workers their next jobs, but only a
 // fetch admits due jobs, takes back expired leases and sweeps. It returns
 // the earliest scheduled time seen (or time to ask again a queue whose
@@ -381,11 +385,17 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 	// any queue, even if a worker frees meanwhile: that wakes the next
 	// round, which asks the queues in order (StrictPriority).
 	for _, queue := range r.order() {
-		free := 0
+		free, room := 0, 0
 		if !upkeep {
-			free = r.freeWorkers()
+			free, room = r.workersFor(queue)
 			if free == 0 {
 				return next, more // this round's fetches took every worker
+			}
+			if room == 0 {
+				// The queue has its whole share (MaxWorkers): the free
+				// workers go to the others. A worker of its that frees
+				// wakes the next round.
+				continue
 			}
 		}
 		if r.fetchCtx.Err() != nil {
@@ -401,7 +411,7 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 		// off) instead of waiting out their leases as nobody's, their
 		// attempt counted. A reply after leaseWait would come too late.
 		ctx, cancel := context.WithTimeout(r.giveUp, r.leaseWait())
-		asked := min(free, 100)
+		asked := min(room, 100)
 		r.mu.Lock()
 		r.fetching += asked // spoken for: no chain counts them free (follow)
 		r.mu.Unlock()
@@ -461,18 +471,19 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// waker waits for inserts into queue while the pool has free workers, and
-// wakes the dispatcher. JobWait hands each insert's wake-up to one waiter
-// in the whole system, so a busy process does not take it: a wait is
-// cancelled once the pool fills (a fetch for another queue, say), leaving
-// the next wake-up to the other processes.
+// waker waits for inserts into queue while the pool has free workers that
+// the queue may take (QueueConfig.MaxWorkers), and wakes the dispatcher.
+// JobWait hands each insert's wake-up to one waiter in the whole system,
+// so a busy process does not take it: a wait is cancelled once the pool
+// fills (a fetch for another queue, say), or the queue has its whole
+// share, leaving the next wake-up to the other processes.
 func (r *runner) waker(queue string) {
 	defer r.loops.Done()
 	backoff := 10 * time.Millisecond
 	for r.fetchCtx.Err() == nil {
 		// Taken before the look: a worker freed after it ends the wait.
 		freed := r.slotChanged()
-		if r.freeWorkers() == 0 {
+		if _, room := r.workersFor(queue); room == 0 {
 			select {
 			case <-freed:
 			case <-r.fetchCtx.Done():
@@ -482,9 +493,11 @@ func (r *runner) waker(queue string) {
 		}
 		ctx, cancel := context.WithCancel(r.fetchCtx)
 		stop := context.AfterFunc(r.poolFull(), cancel)
+		stopQueue := context.AfterFunc(r.queueFull(queue), cancel)
 		err := r.c.driver.JobWait(ctx, &batondriver.JobWaitParams{Queue: queue, Timeout: r.cfg.PollInterval})
 		filled := ctx.Err() != nil
 		stop()
+		stopQueue()
 		cancel()
 		if err != nil {
 			if r.fetchCtx.Err() != nil {
@@ -581,6 +594,7 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 			if r.free == 0 {
 				r.fullNow()
 			}
+			r.take(queue)
 		}
 		es = append(es, r.track(queue, row, until))
 	}
@@ -714,6 +728,7 @@ func (r *runner) executeOne(e *execution) *execution {
 	handoff := f != nil && next == nil && r.handoff()
 	if next == nil && !handoff {
 		r.addFree(1)
+		r.give(e.queue, 1)
 	}
 	r.mu.Unlock()
 
@@ -800,13 +815,15 @@ func (r *runner) chain(queue string, free int) bool {
 	return listening && (len(r.cfg.Queues) == 1 || free > 0)
 }
 
-// releaseSlots frees n workers handed to the completer and not used.
-func (r *runner) releaseSlots(n int) {
+// releaseSlots frees n workers handed to the completer for queue and not
+// used.
+func (r *runner) releaseSlots(queue string, n int) {
 	if n <= 0 {
 		return
 	}
 	r.mu.Lock()
 	r.addFree(n)
+	r.give(queue, n)
 	r.mu.Unlock()
 }
 
@@ -952,7 +969,7 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 		}
 		if err == nil {
 			started, back := r.launch(queue, res.Jobs, sent, true)
-			r.releaseSlots(slots - started)
+			r.releaseSlots(queue, slots-started)
 			if len(back) > 0 {
 				// Leased as Stop began, or chained behind a job that is
 				// gone: back to the queue, the attempt not counted, as
@@ -971,7 +988,7 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 		}
 		// The workers wait for no retry: the dispatcher may use them; nor
 		// do the chained jobs' workers.
-		r.releaseSlots(slots)
+		r.releaseSlots(queue, slots)
 		slots = 0
 		letGo()
 		if errors.Is(err, batondriver.ErrBadParams) {
