@@ -17,8 +17,12 @@ import (
 //
 // A queue's name is one that CheckQueue takes; every method that names a
 // queue refuses any other with an error wrapping ErrBadParams.
+//
+// The registry of the processes that work the queues (ProcessDriver) is
+// the one part that belongs to no queue.
 type JobDriver interface {
 	KeyDriver
+	ProcessDriver
 
 	// JobInsert adds jobs to one queue, in order. A job with a future RunAt
 	// is scheduled; otherwise it is admitted: available at once (and one

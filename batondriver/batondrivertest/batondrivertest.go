@@ -28,7 +28,8 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) batondriver.LockDriver)
 // ExerciseJobs runs the job suite, with per-key concurrency and uniqueness
 // (batondriver.KeyDriver, docs/concurrency.md). newDriver is called once per
 // test and may return drivers sharing one backend: every test uses a queue
-// of its own.
+// of its own. ProcessList lists a whole namespace, so each driver newDriver
+// returns must have one of its own (a Redis prefix, a memory driver).
 // Tests run in parallel, use leases and delays of tens of milliseconds, and
 // allow a backend's clock a second of difference from the test's.
 func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriver) {
@@ -39,6 +40,7 @@ func ExerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 	t.Run("Unique", func(t *testing.T) { exerciseUnique(t, newDriver) })
 	t.Run("Cancel", func(t *testing.T) { exerciseCancel(t, newDriver) })
 	t.Run("Schedule", func(t *testing.T) { exerciseSchedules(t, newDriver) })
+	t.Run("Process", func(t *testing.T) { exerciseProcesses(t, newDriver) })
 	t.Run("EndedContext", func(t *testing.T) { exerciseEndedContexts(t, newDriver) })
 	t.Run("EndedContextBadParams", func(t *testing.T) { exerciseEndedContextBadParams(t, newDriver) })
 	t.Run("Mutant", func(t *testing.T) { exerciseMutants(t, newDriver) })

@@ -38,7 +38,8 @@ type Driver struct {
 	fences atomic.Uint64         // the last fencing token given, on any key
 	shards [lockShards]lockShard // lock keys, spread by hash
 
-	jobs jobStore // jobs.go; guarded by its own mutex
+	jobs  jobStore        // jobs.go; guarded by its own mutex
+	procs processRegistry // processes.go; guarded by its own mutex
 }
 
 // lockShards spreads lock keys over independent mutexes, so that goroutines

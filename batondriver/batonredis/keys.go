@@ -20,6 +20,20 @@ import (
 // and every lock key in use is a member K (its raw bytes) of
 //
 //	P:locks              sorted set: the lock key index, every score 0 (lockindex.go)
+//
+// and the registry of live worker processes (processes.go) is
+//
+//	P:{processes}:expiry   sorted set: process ID -> when its record expires (server ms)
+//	P:{processes}:records  hash: process ID -> "started|seen|json"
+//
+// both under the hash tag {processes}, so in one Cluster slot (the same
+// slot for every prefix), apart from every queue and lock.
+
+// processKeys are the keys of the process registry, in the order the
+// process scripts expect them.
+func (d *Driver) processKeys() []string {
+	return []string{d.prefix + ":{processes}:expiry", d.prefix + ":{processes}:records"}
+}
 
 // locksKey is the index of lock keys. It has no hash tag of a lock key, so
 // no lock script touches it.

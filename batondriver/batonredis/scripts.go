@@ -83,6 +83,15 @@ var luaScheduleRegister string
 //go:embed lua/schedule_list.lua
 var luaScheduleList string
 
+//go:embed lua/process_beat.lua
+var luaProcessBeat string
+
+//go:embed lua/process_remove.lua
+var luaProcessRemove string
+
+//go:embed lua/process_list.lua
+var luaProcessList string
+
 // scripts holds the compiled transitions. Tests swap single scripts for
 // deliberately broken variants to show that the checkers catch them.
 type scripts struct {
@@ -95,6 +104,7 @@ type scripts struct {
 	jobDelete, jobPause, jobList, jobStats       *jobFunc
 	keySetLimit, keyGet, keyList                 *jobFunc
 	scheduleRegister, scheduleList               *jobFunc
+	processBeat, processRemove, processList      *jobFunc
 }
 
 // newScripts compiles the scripts, the job transitions with jobLib as their
@@ -110,6 +120,7 @@ func newScripts(jobLib string) *scripts {
 		"job_pause": luaJobPause, "job_list": luaJobList, "job_stats": luaJobStats,
 		"key_setlimit": luaKeySetLimit, "key_get": luaKeyGet, "key_list": luaKeyList,
 		"schedule_register": luaScheduleRegister, "schedule_list": luaScheduleList,
+		"process_beat": luaProcessBeat, "process_remove": luaProcessRemove, "process_list": luaProcessList,
 	})
 	return &scripts{
 		acquire:  compile(luaAcquire),
@@ -125,6 +136,7 @@ func newScripts(jobLib string) *scripts {
 		jobPause: f["job_pause"], jobList: f["job_list"], jobStats: f["job_stats"],
 		keySetLimit: f["key_setlimit"], keyGet: f["key_get"], keyList: f["key_list"],
 		scheduleRegister: f["schedule_register"], scheduleList: f["schedule_list"],
+		processBeat: f["process_beat"], processRemove: f["process_remove"], processList: f["process_list"],
 	}
 }
 
@@ -146,6 +158,7 @@ func (s *scripts) withOwnLibrary() *scripts {
 		&c.jobDelete, &c.jobCancel, &c.jobPause, &c.jobList, &c.jobStats,
 		&c.keySetLimit, &c.keyGet, &c.keyList,
 		&c.scheduleRegister, &c.scheduleList,
+		&c.processBeat, &c.processRemove, &c.processList,
 	} {
 		*f = &jobFunc{lib: c.jobLib, name: (*f).name, script: (*f).script}
 	}
