@@ -8,6 +8,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+	"unicode/utf8"
+
+	"github.com/batonhq/baton/batondriver"
 )
 
 // QueueConfig is a queue a client works, with its share of the workers.
@@ -146,6 +149,21 @@ type Config struct {
 	// block.
 	OnJobEnd func(*JobEvent)
 
+	// ProcessName labels this process in the list of live processes
+	// (Client.ProcessList, `baton processes`, the dashboard): the name of
+	// the service or deployment, say. At most 128 bytes of valid UTF-8.
+	// Default "": none; processes are told apart by host, PID and ID.
+	ProcessName string
+	// ProcessTTL is how long a started client stays in the list of live
+	// processes after its last beat. It beats every ProcessTTL/3 — its
+	// record renewed with its busy workers, read then: nothing is sent per
+	// job — and removes its record when Stop returns. A process that
+	// crashed, or cannot reach the backend, drops out ProcessTTL after its
+	// last beat that arrived, by the backend's clock. A beat that fails is
+	// logged and tried again at the next one; it never holds up jobs.
+	// Default 30s (a beat every 10s); at least 30ms.
+	ProcessTTL time.Duration
+
 	// Logger receives the client's logs, with job attributes. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -259,6 +277,13 @@ func newConfig(cfg *Config) (*config, error) {
 	}
 	if c.Backoff == nil {
 		c.Backoff = DefaultBackoff
+	}
+	def(&c.ProcessTTL, 30*time.Second, "ProcessTTL")
+	if c.ProcessTTL > 0 && c.ProcessTTL < 30*time.Millisecond {
+		errs = append(errs, fmt.Errorf("baton: Config.ProcessTTL %v is shorter than 30ms", c.ProcessTTL))
+	}
+	if len(c.ProcessName) > batondriver.MaxProcessNameLen || !utf8.ValidString(c.ProcessName) {
+		errs = append(errs, fmt.Errorf("baton: Config.ProcessName %q must be at most %d bytes of valid UTF-8", c.ProcessName, batondriver.MaxProcessNameLen))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -74,6 +74,10 @@ type runner struct {
 	// backoffs are the queues whose last fetch failed, each asked again
 	// after its own back-off; only the dispatcher uses them.
 	backoffs map[string]*fetchBackoff
+
+	// beater keeps this process in the list of live processes
+	// (process.go), from Start until Stop returns.
+	beater *beater
 }
 
 // fetchBackoff is when the dispatcher asks a queue whose fetches fail
@@ -130,8 +134,10 @@ type finishItem struct {
 }
 
 // Start begins working the configured queues with Config.Concurrency
-// workers. It returns at once; Stop ends it. ctx carries values to the
-// handlers' contexts; its cancellation does not stop the client.
+// workers, and records the process in the list of live processes
+// (ProcessList), renewing its record every Config.ProcessTTL/3. It
+// returns at once; Stop ends it. ctx carries values to the handlers'
+// contexts; its cancellation does not stop the client.
 func (c *Client) Start(ctx context.Context) error {
 	if c.cfg.Workers == nil || len(c.cfg.Workers.kinds) == 0 {
 		return errors.New("baton: Start: no workers registered (Config.Workers)")
@@ -158,6 +164,7 @@ func (c *Client) Start(ctx context.Context) error {
 		hbStop:   make(chan struct{}),
 		hbDone:   make(chan struct{}),
 		giveUp:   giveUp, cancelGiveUp: cancelGiveUp,
+		beater: newBeater(c.cfg),
 	}
 	r.full, r.fullNow = context.WithCancel(context.Background())
 	r.recording = make(map[*batondriver.JobFinish]*execution)
@@ -179,6 +186,7 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	go r.complete()
 	go r.heartbeat()
+	go r.beat()
 	return nil
 }
 
@@ -195,7 +203,10 @@ func (c *Client) Start(ctx context.Context) error {
 // backend over a network, it gives back the jobs that calls whose replies
 // were lost had leased, waiting for the backend as long as a fetch would
 // (at most 5s) and not past ctx; jobs it cannot give back run again when
-// their leases expire.
+// their leases expire. The process stays in the list of live processes
+// (ProcessList) meanwhile, marked stopping, and is removed from it at the
+// very end, the backend waited for at most 1s, even past ctx: a record
+// not removed drops out Config.ProcessTTL after its last beat.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	r := c.runner
@@ -233,6 +244,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	r.settleLost()
 	close(r.hbStop)
 	<-r.hbDone
+	r.stopBeating()
 	if err == nil && r.abandoned.Load() {
 		err = fmt.Errorf("baton: Stop: job outcomes not recorded: %w", context.Cause(ctx))
 	}
