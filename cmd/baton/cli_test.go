@@ -57,6 +57,7 @@ func TestCLI(t *testing.T) {
 		"BadInput":       testBadInput,
 		"Unreachable":    testUnreachable,
 		"Schedules":      testSchedules,
+		"Processes":      testProcesses,
 		"Cluster":        testCluster,
 		"TLS":            testTLS,
 		"Demo":           testDemo,

@@ -217,6 +217,7 @@ var commands = []func(*app) *cobra.Command{
 	newLimitCmd,
 	newLocksCmd,
 	newSchedulesCmd,
+	newProcessesCmd,
 	newFunctionsCmd,
 	newDashCmd,
 	newDemoCmd,
