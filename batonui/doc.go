@@ -49,7 +49,10 @@
 // schedules page lists the recurring schedules the running clients
 // registered (Client.ScheduleList)
 // with their queue, kind, spec, last and next tick, and those given in
-// Config.PeriodicJobs that are not registered yet.
+// Config.PeriodicJobs that are not registered yet. The processes page
+// lists the live worker processes (Client.ProcessList): host, PID, name,
+// running or stopping, busy workers of their concurrency, queues with
+// their weights or priority order, when each started and last beat.
 // Pages update themselves every Config.RefreshInterval with a small script,
 // or a meta refresh where JavaScript is off; everything reads without
 // JavaScript.

@@ -70,6 +70,7 @@ func (h *handler) routes() http.Handler {
 	mux.HandleFunc("GET /dead", h.dead)
 	mux.HandleFunc("GET /locks", h.locks)
 	mux.HandleFunc("GET /schedules", h.schedules)
+	mux.HandleFunc("GET /processes", h.processes)
 
 	mux.HandleFunc("POST /queues/{queue}/pause", h.queueName(h.pause))
 	mux.HandleFunc("POST /queues/{queue}/resume", h.queueName(h.resume))
@@ -185,7 +186,7 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 		return nil, fmt.Errorf("batonui: templates: %w", err)
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "queue", "keys", "key", "job", "dead", "locks", "schedules", "error"} {
+	for _, name := range []string{"overview", "queue", "keys", "key", "job", "dead", "locks", "schedules", "processes", "error"} {
 		t, err := common.Clone()
 		if err == nil {
 			t, err = t.ParseFS(templateFS, "templates/"+name+".html")
