@@ -28,6 +28,10 @@
 //     per job, not all of them); scheduled jobs start when due.
 //   - Stop waits for running jobs, then returns those it had to cut off to
 //     their queue without counting the attempt.
+//   - Every started client is in the list of live processes (ProcessList)
+//     from Start until its Stop returns; one that crashed or lost the
+//     backend drops out Config.ProcessTTL after its last beat, by the
+//     backend's clock.
 //   - Recurring schedules (Config.PeriodicJobs, with Cron or Every) insert
 //     each tick once, however many processes run them, and are registered
 //     in the backend for ScheduleList to list.

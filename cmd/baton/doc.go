@@ -35,6 +35,8 @@
 //	baton locks show KEY                 a standalone lock's limit, holders and waiters
 //	baton schedules [-q QUEUE]           the recurring schedules the clients registered: queue,
 //	                                     kind, spec, last tick, next tick, when last seen
+//	baton processes                      the live worker processes: host, PID, name, running or
+//	                                     stopping, busy workers, queues, started, last beat
 //	baton functions prune                delete other Baton versions' job functions from Redis
 //	baton dash [--addr A] [--writable]   serve the dashboard (batonui) until interrupted
 //	baton demo [--redis URL] [--dash [ADDR]] [--no-color]
@@ -102,6 +104,20 @@
 // renewed for a week is dropped. NEXT TICK is computed from the spec
 // ("every 15m0s" or a cron spec); it is "-" for a schedule type of the
 // application's own.
+//
+// # Processes
+//
+// Every started client keeps a record of itself in Redis: it records
+// itself at Start, renews the record every Config.ProcessTTL/3 (10s by
+// default) with the workers it has in use then, and removes it when its
+// Stop returns. `processes` lists the records that are live, by host then
+// PID: a process that crashed or lost Redis drops out ProcessTTL (30s by
+// default) after its last beat, by Redis's clock. BUSY is its workers in
+// use of its Config.Concurrency at that beat; QUEUES shows its queues with
+// their weights ("critical=6 default=3") or, with StrictPriority, in
+// order ("critical > default"), and ",max=N" after a queue whose
+// QueueConfig.MaxWorkers caps its workers; STATE is stopping once its
+// Stop has begun.
 //
 // # Connecting
 //
