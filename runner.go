@@ -205,8 +205,9 @@ func (c *Client) Start(ctx context.Context) error {
 // (at most 5s) and not past ctx; jobs it cannot give back run again when
 // their leases expire. The process stays in the list of live processes
 // (ProcessList) meanwhile, marked stopping, and is removed from it at the
-// very end, the backend waited for at most 1s, even past ctx: a record
-// not removed drops out Config.ProcessTTL after its last beat.
+// very end, once a beat on its way has its reply (it waits at most
+// ProcessTTL/3 and 5s), the removal waited for at most 1s, even past ctx:
+// a record not removed drops out Config.ProcessTTL after its last beat.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	r := c.runner
