@@ -111,7 +111,9 @@ const cancelReason = "cancelled by the admin API"
 //     and returned job shows it (CancelRequestedAt). The worker running the
 //     job hears of it at once from the queue's notices — or, should the
 //     notice be lost, at its next heartbeat (Config.HeartbeatInterval) —
-//     and cancels the handler's context with the cause ErrJobCancelled. The
+//     and cancels the handler's context with the cause ErrJobCancelled (a
+//     job whose lease is still on its way to the worker is given back
+//     unrun as it comes, and ends cancelled). The
 //     job then ends cancelled, the handler's error after the reason,
 //     whatever the handler returns — an error, JobSnooze, JobAgain,
 //     JobCancel — or if Stop gives it back; but a handler that returns nil

@@ -195,3 +195,27 @@ func TestJobCancelReachesHandlerAtOnce(t *testing.T) {
 		waitState(t, c, "default", ids[2], baton.JobStateCompleted)
 	})
 }
+
+// A cancel heard while the call that leased the job is still out stops
+// the job as the reply comes: it does not run, and ends cancelled, without
+// waiting for a heartbeat; the job chained behind it runs next.
+func TestJobCancelHeardWhileLeaseInFlight(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		d := &heldReplies{tappedNotices: tapNotices(newJobDriver(t)), held: make(chan struct{}, 1), release: make(chan struct{})}
+		d.armed.Store(true)
+		c, began, gate, ids := gatedClient(t, d)
+		defer close(gate)
+		ctx := t.Context()
+		<-d.held // the fetch that leased the first job, and chained the second
+		asked := time.Now()
+		_, err := c.JobCancel(ctx, "default", ids[0])
+		require.NoError(t, err)
+		require.Equal(t, ids[0], recv(t, d.forwarded, "the cancel notice").Cancel)
+		d.inject(batondriver.QueueNotice{Key: "nobody"}) // the client has acted on the cancel
+		close(d.release)
+		require.Equal(t, 1, recv(t, began, "the chained job's start"), "the cancelled job ran")
+		waitState(t, c, "default", ids[0], baton.JobStateCancelled)
+		require.Less(t, time.Since(asked), 2*time.Second, "the cancel waited for a heartbeat")
+	})
+}

@@ -22,7 +22,8 @@ import (
 // client asks for chains in a queue only while it hears its notices.
 //
 // Cancels (Client.JobCancel). The heartbeat reports a running job's cancel
-// request, within HeartbeatInterval; the notice stops it at once.
+// request, within HeartbeatInterval; the notice stops it at once, and a
+// job in the reply of a call still out as it comes.
 
 // recallKey names a concurrency key of a queue.
 type recallKey struct{ queue, key string }
@@ -163,21 +164,43 @@ func (r *runner) recalled(queue string, row *JobRow, sent time.Time) bool {
 // requested (Client.JobCancel), without waiting for the heartbeat that
 // reports it: its handler's context ends with ErrJobCancelled; chained and
 // not started, it is given back, and the backend ends it cancelled. A job
-// leased by a call still out when the notice came learns of it from the
-// heartbeat.
+// not running here may be in the reply of a call still out: the notice is
+// kept for recallMemory, and launch gives the job back if that call was
+// sent before the notice came (cancelHeard).
 func (r *runner) cancelRequested(queue, id string) {
 	var back *JobRow
+	k := execKey{queue, id}
+	now := time.Now()
 	r.mu.Lock()
-	if e := r.running[execKey{queue, id}]; e != nil && !e.returned {
+	e := r.running[k]
+	if e != nil && !e.returned {
 		e.cancel(ErrJobCancelled)
 	}
-	for _, e := range r.running {
-		if e.queue == queue && e.next != nil && e.next.ID == id {
-			back, e.next = e.next, nil
+	for _, a := range r.running {
+		if a.queue == queue && a.next != nil && a.next.ID == id {
+			back, a.next = a.next, nil
 		}
+	}
+	if e == nil && back == nil {
+		for k, at := range r.cancels {
+			if now.Sub(at) > recallMemory {
+				delete(r.cancels, k)
+			}
+		}
+		r.cancels[k] = now
 	}
 	r.mu.Unlock()
 	if back != nil {
 		r.giveBackChained(queue, []*JobRow{back})
 	}
+}
+
+// cancelHeard reports whether a cancel notice for job id of queue came
+// after sent, when the call that leased it was sent: the job was running
+// when its cancel was asked for, so under that lease (a notice heard
+// before the call was sent is for an earlier run, which an admin's retry
+// may have followed). r.mu is held.
+func (r *runner) cancelHeard(queue, id string, sent time.Time) bool {
+	at, ok := r.cancels[execKey{queue, id}]
+	return ok && at.After(sent)
 }

@@ -47,6 +47,9 @@ type runner struct {
 	rechecked map[string]time.Time
 	listening map[string]bool
 	listened  sync.WaitGroup // done as each queue's first try to listen ends
+	// cancels are the cancel notices heard for jobs that were not running
+	// here: a call still out may bring them (notice.go).
+	cancels map[execKey]time.Time
 	// givingBack counts the calls giving back chained jobs recalled or
 	// cancelled (notice.go); Stop waits for them.
 	givingBack sync.WaitGroup
@@ -169,6 +172,7 @@ func (c *Client) Start(ctx context.Context) error {
 	r.full, r.fullNow = context.WithCancel(context.Background())
 	r.recording = make(map[*batondriver.JobFinish]*execution)
 	r.recalls, r.rechecked, r.listening = make(map[recallKey]recall), make(map[string]time.Time), make(map[string]bool)
+	r.cancels = make(map[execKey]time.Time)
 	c.runner = r
 	r.loops.Add(1 + 2*len(c.cfg.Queues) + len(c.cfg.PeriodicJobs))
 	r.listened.Add(len(c.cfg.Queues))
@@ -579,7 +583,8 @@ func (r *runner) leaseWait() time.Duration {
 // the job ahead would unchain them only once it returns), or whose job
 // ahead is not here (it returned before they came, or has a job chained
 // already), or that a recall heard while the call was out names
-// (notice.go). Given back, a job runs again at once (a recalled one when
+// (notice.go), or whose cancel was heard while the call was out (they end
+// cancelled). Given back, a job runs again at once (a recalled one when
 // its key's limit lets it), its attempt not counted.
 //
 // The job ahead must be here under the lease the chain was made behind:
@@ -598,7 +603,7 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 		if row.After != "" {
 			continue
 		}
-		if r.stopping {
+		if r.stopping || r.cancelHeard(queue, row.ID, sent) {
 			back = append(back, giveBack(row))
 			continue
 		}
@@ -616,7 +621,8 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 			continue
 		}
 		e := r.running[execKey{queue, row.After}]
-		if e == nil || !ahead(e.row, row) || e.next != nil || r.stopping || r.recalled(queue, row, sent) {
+		if e == nil || !ahead(e.row, row) || e.next != nil || r.stopping || r.recalled(queue, row, sent) ||
+			r.cancelHeard(queue, row.ID, sent) {
 			back = append(back, giveBack(row))
 			continue
 		}
