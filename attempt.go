@@ -82,7 +82,7 @@ func (c *config) run(ctx context.Context, row *JobRow, timeout time.Duration) (e
 // recoverPanic, deferred, turns a panic into *err.
 func recoverPanic(err *error) {
 	if p := recover(); p != nil {
-		*err = &panicError{value: p, stack: debug.Stack()}
+		*err = &PanicError{Value: p, Stack: debug.Stack()}
 	}
 }
 
@@ -91,13 +91,6 @@ type unknownKindError struct{ kind string }
 func (e *unknownKindError) Error() string {
 	return fmt.Sprintf("baton: no worker registered for kind %q", e.kind)
 }
-
-type panicError struct {
-	value any
-	stack []byte
-}
-
-func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
 
 // outcome turns a handler's return into what the backend records; nil
 // when nothing may be recorded (the lease was lost). ctx is the
@@ -127,7 +120,7 @@ func (c *config) outcome(ctx context.Context, queue string, row *JobRow, err err
 		// The context's own error adds nothing to the request's reason.
 		f.Outcome = batondriver.JobOutcomeCancel
 		if !errors.Is(err, ErrJobCancelled) && !errors.Is(err, context.Canceled) {
-			f.Error = err.Error()
+			f.Error = errorText(err)
 		}
 		log().Info("baton: job cancelled by an admin", "err", err)
 		return f
@@ -140,10 +133,10 @@ func (c *config) outcome(ctx context.Context, queue string, row *JobRow, err err
 	case JobOutcomeSnooze, JobOutcomeAgain:
 		f.Delay = delay
 	case JobOutcomeCancel:
-		f.Error = err.Error()
+		f.Error = errorText(err)
 		log().Info("baton: job cancelled by its handler", "err", err)
 	case JobOutcomeDead:
-		f.Error = err.Error()
+		f.Error = errorText(err)
 		log().Error("baton: job cannot run; moved to the dead set", "err", err)
 	default:
 		// An unknown kind too: another process sharing the queue, or this
@@ -154,13 +147,27 @@ func (c *config) outcome(ctx context.Context, queue string, row *JobRow, err err
 		if kw := c.Workers.kinds[row.Kind]; kw != nil && kw.opts.Backoff != nil {
 			backoff = kw.opts.Backoff
 		}
-		f.Error, f.Delay = err.Error(), max(backoff(row.Attempt), 0)
+		f.Error, f.Delay = errorText(err), max(backoff(row.Attempt), 0)
 		var unknown *unknownKindError
+		var panicked *PanicError
 		if errors.As(err, &unknown) {
 			log().Warn("baton: no worker for the job's kind in this process; retried later", "err", err, "max_attempts", row.MaxAttempts)
+		} else if errors.As(err, &panicked) {
+			log().Error("baton: job panicked", "err", err, "max_attempts", row.MaxAttempts, "stack", string(panicked.Stack))
 		} else {
 			log().Warn("baton: job failed", "err", err, "max_attempts", row.MaxAttempts)
 		}
 	}
 	return f
+}
+
+// errorText is what the backend records of an attempt's error: its text,
+// and for a panic the stack where it was recovered, which the text leaves
+// out.
+func errorText(err error) string {
+	var p *PanicError
+	if errors.As(err, &p) && len(p.Stack) > 0 {
+		return err.Error() + "\n\n" + string(p.Stack)
+	}
+	return err.Error()
 }

@@ -355,20 +355,32 @@ func TestCancelEndsWithoutRetry(t *testing.T) {
 	})
 }
 
+// A handler's panic is the attempt's error, a *PanicError with the value
+// and the stack, which OnJobEnd hears and the job records.
 func TestPanicIsRecoveredAndRetried(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		var calls atomic.Int32
+		events := make(chan *baton.JobEvent, 2)
 		c, _ := setup(t, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
 			if calls.Add(1) == 1 {
 				panic("boom")
 			}
 			return nil
-		}), &baton.Config{Backoff: func(int) time.Duration { return time.Millisecond }})
+		}), &baton.Config{Backoff: func(int) time.Duration { return time.Millisecond }, OnJobEnd: func(ev *baton.JobEvent) { events <- ev }})
 		start(t, c)
 		res, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
 		require.NoError(t, err)
 		row := waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
-		require.Contains(t, row.Errors[0].Error, "panic: boom")
+		ev := <-events
+		require.Equal(t, baton.JobOutcomeRetry, ev.Outcome)
+		var p *baton.PanicError
+		require.ErrorAs(t, ev.Err, &p)
+		require.Equal(t, "boom", p.Value)
+		require.EqualError(t, p, "panic: boom")
+		require.Contains(t, string(p.Stack), "TestPanicIsRecoveredAndRetried", "the stack from the panic up")
+		recorded := row.Errors[0].Error
+		require.True(t, strings.HasPrefix(recorded, "panic: boom\n\n"), recorded)
+		require.Contains(t, recorded, "TestPanicIsRecoveredAndRetried", "the job records the stack")
 	})
 }
 

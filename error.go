@@ -27,6 +27,29 @@ var ErrStopping = errors.New("baton: client stopping")
 // means the work got done: the job completes).
 var ErrJobCancelled = errors.New("baton: job cancel requested")
 
+// PanicError is the error of an attempt whose handler, or a worker
+// middleware, panicked. The worker recovers the panic, and the attempt
+// fails with a *PanicError as with any other error: the job is retried
+// with backoff, and is dead once its attempts are used up. The worker
+// middleware outside the panic, Config.OnJobEnd (JobEvent.Err) and
+// batontest.WorkResult.Err see it; find it with errors.As, through any
+// wrapping. The error the job records is its text followed by Stack; the
+// worker logs both.
+//
+// A panic's value steers nothing: panic(JobSnooze(d)) is a failure, not a
+// snooze, and a PanicError does not unwrap to Value.
+type PanicError struct {
+	// Value is what was passed to panic (a runtime.Error for a fault such
+	// as a nil dereference).
+	Value any
+	// Stack is the stack of the goroutine that panicked, from the panic
+	// up, as runtime/debug.Stack formats it where the worker recovered it.
+	Stack []byte
+}
+
+// Error says what panicked: "panic: " and Value, without the stack.
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
 // JobSnooze returns an error that makes the job run again after d without
 // counting the attempt: for work that is not ready yet.
 func JobSnooze(d time.Duration) error { return &snoozeError{d: d} }

@@ -31,6 +31,8 @@ var outcomeCases = []struct {
 	// errors.As looks for a snooze before a cancel: the snooze inside wins.
 	{"cancel of a snooze", baton.JobCancel(baton.JobSnooze(time.Second)), baton.JobOutcomeSnooze, time.Second},
 	{"failure", errors.New("upstream timeout"), baton.JobOutcomeRetry, 0},
+	// A panic's value steers nothing: a PanicError does not unwrap to it.
+	{"panic of a snooze", &baton.PanicError{Value: baton.JobSnooze(time.Second)}, baton.JobOutcomeRetry, 0},
 	{"deadline", context.DeadlineExceeded, baton.JobOutcomeRetry, 0},
 }
 
@@ -89,4 +91,14 @@ func TestOutcomeOfIsWhatTheWorkerRecords(t *testing.T) {
 			t.Fatalf("only %d of %d outcomes reported", len(seen), len(outcomeCases))
 		}
 	}
+}
+
+// A PanicError's text says what panicked, and leaves the stack out.
+func TestPanicErrorText(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("tenant 7: %w", &baton.PanicError{Value: "boom", Stack: []byte("goroutine 1 [running]:")})
+	require.EqualError(t, err, "tenant 7: panic: boom")
+	var p *baton.PanicError
+	require.ErrorAs(t, err, &p)
+	require.Equal(t, "boom", p.Value)
 }

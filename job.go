@@ -68,7 +68,9 @@ type JobEvent struct {
 	// Run is how long its handler ran.
 	Wait time.Duration
 	Run  time.Duration
-	// Err is the handler's error, nil on success.
+	// Err is the handler's error, as the worker middleware passed it on;
+	// a *PanicError if the handler or a middleware panicked. nil on
+	// success.
 	Err error
 }
 

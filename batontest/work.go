@@ -52,8 +52,8 @@ type WorkResult[T baton.JobArgs] struct {
 	Job *baton.Job[T]
 	// Err is what the attempt returned, the error a worker reads the
 	// outcome from: the handler's, as the middleware passed it on, or a
-	// panic's in either, whose message is "panic: " with the value and the
-	// stack.
+	// *baton.PanicError if either panicked (the job records its text and
+	// stack).
 	Err error
 	// Outcome is what a worker records for the attempt, as
 	// Config.OnJobEnd hears it: JobOutcomeCompleted for a nil Err;

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,6 +209,44 @@ func TestWorkMiddleware(t *testing.T) {
 	require.ErrorContains(t, res.Err, "panic: in a middleware")
 	require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
 	require.Equal(t, 7, res.Job.Args.UserID, "the job as leased, though the handler did not run")
+}
+
+// A panic is a *baton.PanicError, found through a middleware's wrapping,
+// with what panicked and where; its value steers nothing.
+func TestWorkPanicError(t *testing.T) {
+	t.Parallel()
+	var events []*baton.JobEvent
+	cfg := &baton.Config{
+		WorkerMiddleware: []baton.WorkerMiddleware{func(ctx context.Context, _ *baton.JobRow, next func(context.Context) error) error {
+			if err := next(ctx); err != nil {
+				return fmt.Errorf("tenant 7: %w", err)
+			}
+			return nil
+		}},
+		OnJobEnd: func(ev *baton.JobEvent) { events = append(events, ev) },
+	}
+	faults := baton.WorkFunc[syncArgs](func(context.Context, *baton.Job[syncArgs]) error {
+		var counts map[string]int
+		counts["x"]++ // a runtime error
+		return nil
+	})
+	res := work(t, t.Context(), faults, syncArgs{}, &batontest.WorkOpts{Config: cfg})
+	var p *baton.PanicError
+	require.ErrorAs(t, res.Err, &p)
+	require.Same(t, p, events[0].Err.(interface{ Unwrap() error }).Unwrap(), "OnJobEnd hears the same error")
+	var rerr runtime.Error
+	require.ErrorAs(t, p.Value.(error), &rerr)
+	require.EqualError(t, res.Err, "tenant 7: panic: assignment to entry in nil map", "the text leaves the stack out")
+	require.Contains(t, string(p.Stack), "TestWorkPanicError", "the stack from the panic up")
+	require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
+	recorded := res.Recorded.Errors[0].Error
+	require.True(t, strings.HasPrefix(recorded, res.Err.Error()+"\n\n"), recorded)
+	require.Contains(t, recorded, "TestWorkPanicError", "the job records the stack")
+
+	snoozes := baton.WorkFunc[syncArgs](func(context.Context, *baton.Job[syncArgs]) error { panic(baton.JobSnooze(time.Minute)) })
+	res = work(t, t.Context(), snoozes, syncArgs{}, nil)
+	require.ErrorAs(t, res.Err, &p)
+	require.Equal(t, baton.JobOutcomeRetry, res.Outcome, "a panic is a failure, whatever its value")
 }
 
 // A kind registered in Config.Workers runs with its settings there: its
