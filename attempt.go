@@ -12,9 +12,10 @@ import (
 )
 
 // An attempt is one run of a job's handler: the kind's worker through the
-// worker middleware within the kind's timeout, and the outcome to record
-// for what it returned. A client's workers (runner.go) run every attempt
-// so, and package batontest its one attempt (testbridge.go).
+// worker middleware (the client's, then the kind's) within the kind's
+// timeout, and the outcome to record for what it returned. A client's
+// workers (runner.go) run every attempt so, and package batontest its one
+// attempt (testbridge.go).
 
 // attemptTimeout is how long an attempt of kind may run: the kind's
 // Timeout, else Config.JobTimeout; not positive: no bound (a kind without
@@ -52,8 +53,8 @@ func (c *config) attempt(ctx context.Context, queue string, row *JobRow, timeout
 	return f, err
 }
 
-// run calls the kind's worker through the middleware, with the timeout,
-// turning a panic into an error.
+// run calls the kind's worker through the client's and the kind's
+// middleware, with the timeout, turning a panic into an error.
 func (c *config) run(ctx context.Context, row *JobRow, timeout time.Duration) (err error) {
 	kw := c.Workers.kinds[row.Kind]
 	if kw == nil {
@@ -71,12 +72,20 @@ func (c *config) run(ctx context.Context, row *JobRow, timeout time.Duration) (e
 		defer recoverPanic(&err)
 		return kw.run(ctx, row)
 	}
-	for i := len(c.WorkerMiddleware) - 1; i >= 0; i-- {
-		mw, next := c.WorkerMiddleware[i], call
-		call = func(ctx context.Context) error { return mw(ctx, row, next) }
-	}
+	// The kind's middleware inside the client's.
+	call = wrap(call, row, kw.opts.Middleware)
+	call = wrap(call, row, c.WorkerMiddleware)
 	defer recoverPanic(&err)
 	return call(ctx)
+}
+
+// wrap returns call wrapped in mws for row, the first outermost.
+func wrap(call func(context.Context) error, row *JobRow, mws []WorkerMiddleware) func(context.Context) error {
+	for i := len(mws) - 1; i >= 0; i-- {
+		mw, next := mws[i], call
+		call = func(ctx context.Context) error { return mw(ctx, row, next) }
+	}
+	return call
 }
 
 // recoverPanic, deferred, turns a panic into *err.

@@ -164,6 +164,29 @@ func waitState(t *testing.T, c *baton.Client, queue, id string, state baton.JobS
 	return row
 }
 
+// hear returns an OnJobEnd that passes events on to ch, dropping those
+// past its buffer: it must not block a worker, even when a test fails.
+func hear(ch chan<- *baton.JobEvent) func(*baton.JobEvent) {
+	return func(ev *baton.JobEvent) {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+// nextEvent returns the next event on ch, failing t if none comes soon.
+func nextEvent(t *testing.T, ch <-chan *baton.JobEvent) *baton.JobEvent {
+	t.Helper()
+	select {
+	case ev := <-ch:
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no attempt ended within 5s")
+		return nil
+	}
+}
+
 func TestInsertValidates(t *testing.T) {
 	c, _ := setup(t, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), &baton.Config{MaxArgsBytes: 64})
 	ctx := context.Background()
@@ -366,12 +389,12 @@ func TestPanicIsRecoveredAndRetried(t *testing.T) {
 				panic("boom")
 			}
 			return nil
-		}), &baton.Config{Backoff: func(int) time.Duration { return time.Millisecond }, OnJobEnd: func(ev *baton.JobEvent) { events <- ev }})
+		}), &baton.Config{Backoff: func(int) time.Duration { return time.Millisecond }, OnJobEnd: hear(events)})
 		start(t, c)
 		res, err := c.Insert(context.Background(), emailArgs{To: "a"}, nil)
 		require.NoError(t, err)
 		row := waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
-		ev := <-events
+		ev := nextEvent(t, events)
 		require.Equal(t, baton.JobOutcomeRetry, ev.Outcome)
 		var p *baton.PanicError
 		require.ErrorAs(t, ev.Err, &p)

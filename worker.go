@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/batonhq/baton/batondriver"
@@ -49,6 +50,13 @@ type WorkerOpts struct {
 	// Unique, if set, makes jobs of the kind unique among their twins. An
 	// insert's own InsertOpts.Unique replaces it.
 	Unique *UniqueOpts
+	// Middleware wrap every attempt of the kind, the first listed
+	// outermost, inside Config.WorkerMiddleware: the client's see what the
+	// kind's return. They run within the kind's Timeout, as the handler
+	// does. A panic in one, as in one of the client's, is recovered
+	// outside every middleware and is the attempt's *PanicError. nil:
+	// none.
+	Middleware []WorkerMiddleware
 }
 
 // Workers registers the worker of each kind. Add workers with AddWorker
@@ -108,6 +116,10 @@ func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts)
 	if err := checkKeyOpts(o.Concurrency, o.Unique); err != nil {
 		return fmt.Errorf("baton: AddWorker %q: WorkerOpts: %w", kind, err)
 	}
+	if i := slices.IndexFunc(o.Middleware, func(mw WorkerMiddleware) bool { return mw == nil }); i >= 0 {
+		return fmt.Errorf("baton: AddWorker %q: WorkerOpts: Middleware[%d] is nil", kind, i)
+	}
+	o.Middleware = slices.Clone(o.Middleware)
 	workers.kinds[kind] = &kindWorker{kind: kind, opts: o, run: func(ctx context.Context, row *JobRow) error {
 		job := &Job[T]{JobRow: row}
 		if err := json.Unmarshal(row.Args, &job.Args); err != nil {

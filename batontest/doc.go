@@ -17,8 +17,8 @@
 //
 // Work runs one attempt of a handler as a client's worker does, in the
 // test's goroutine, on a private in-memory backend: the kind's settings
-// and timeout, the Config's worker middleware, panics recovered, and the
-// outcome recorded:
+// and timeout, the Config's and the kind's worker middleware, panics
+// recovered, and the outcome recorded:
 //
 //	res := batontest.Work(ctx, t, &SyncWorker{}, SyncArgs{UserID: 42}, nil)
 //	// res.Err is what the attempt returned; res.Outcome and res.Delay what

@@ -19,7 +19,7 @@ import (
 type WorkOpts struct {
 	// Config is the configuration of the client the job runs under, as in
 	// production: its WorkerMiddleware wrap the attempt, outermost first,
-	// and its InsertMiddleware the job's insert; its JobTimeout,
+	// outside the kind's own, and its InsertMiddleware the job's insert; its JobTimeout,
 	// MaxAttempts and Backoff are the defaults of a kind that sets none;
 	// its OnJobEnd hears of the attempt; its CompletedRetention, if
 	// negative, deletes a completed job at once. If its Workers register
@@ -31,7 +31,7 @@ type WorkOpts struct {
 	Config *baton.Config
 	// Worker are the kind's settings, as given to baton.AddWorker: the
 	// job's queue, MaxAttempts, Timeout, Backoff, Concurrency and Unique
-	// follow them. They replace the settings Config.Workers registers for
+	// follow them, and their Middleware wrap the attempt. They replace the settings Config.Workers registers for
 	// the kind. nil: those, else the defaults.
 	Worker *baton.WorkerOpts
 	// Insert are the job's options, as given to Client.Insert; Delay and
@@ -88,8 +88,8 @@ type WorkResult[T baton.JobArgs] struct {
 // queue, Attempt 1 (or opts.Attempt), its concurrency key and that key's
 // fencing token, MaxAttempts, tags, and args that went through JSON as
 // stored args do (a field JSON drops is lost here as in production). The
-// attempt runs as a worker's does: through Config.WorkerMiddleware, its
-// context ended after the kind's Timeout (WorkerOpts.Timeout, else
+// attempt runs as a worker's does: through Config.WorkerMiddleware and the
+// kind's WorkerOpts.Middleware, its context ended after the kind's Timeout (WorkerOpts.Timeout, else
 // Config.JobTimeout, 1 minute by default; negative: never) or with ctx,
 // and a panic in the handler or a middleware recovered as its error.
 //

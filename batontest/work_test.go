@@ -211,6 +211,53 @@ func TestWorkMiddleware(t *testing.T) {
 	require.Equal(t, 7, res.Job.Args.UserID, "the job as leased, though the handler did not run")
 }
 
+// The kind's own middleware wrap the attempt inside the Config's, whether
+// the kind's settings come from Config.Workers or from WorkOpts.Worker.
+func TestWorkKindMiddleware(t *testing.T) {
+	t.Parallel()
+	var trail []string
+	mw := func(name string) baton.WorkerMiddleware {
+		return func(ctx context.Context, _ *baton.JobRow, next func(context.Context) error) error {
+			trail = append(trail, name)
+			err := next(ctx)
+			trail = append(trail, fmt.Sprintf("%s saw %v", name, err))
+			return err
+		}
+	}
+	forgive := func(ctx context.Context, _ *baton.JobRow, next func(context.Context) error) error {
+		if err := next(ctx); err != nil {
+			return baton.JobSnooze(time.Minute)
+		}
+		return nil
+	}
+	fails := baton.WorkFunc[syncArgs](func(context.Context, *baton.Job[syncArgs]) error {
+		trail = append(trail, "handler")
+		return errors.New("down")
+	})
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, fails, &baton.WorkerOpts{Middleware: []baton.WorkerMiddleware{mw("kind"), forgive}})
+	cfg := &baton.Config{Workers: workers, WorkerMiddleware: []baton.WorkerMiddleware{mw("client")}}
+
+	res := work(t, t.Context(), nil, syncArgs{}, &batontest.WorkOpts{Config: cfg})
+	require.Equal(t, []string{"client", "kind", "handler", "kind saw baton: snoozed for 1m0s", "client saw baton: snoozed for 1m0s"}, trail)
+	require.Equal(t, baton.JobOutcomeSnooze, res.Outcome)
+
+	trail = nil
+	res = work(t, t.Context(), fails, syncArgs{}, &batontest.WorkOpts{Config: cfg})
+	require.Equal(t, baton.JobOutcomeSnooze, res.Outcome, "the test's handler, the registered kind's middleware")
+	require.Equal(t, "handler", trail[2])
+
+	trail = nil
+	res = work(t, t.Context(), fails, syncArgs{}, &batontest.WorkOpts{Worker: &baton.WorkerOpts{Middleware: []baton.WorkerMiddleware{mw("given")}}})
+	require.Equal(t, []string{"given", "handler", "given saw down"}, trail)
+	require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
+
+	f := run(func(tb testing.TB) {
+		batontest.Work(t.Context(), tb, fails, syncArgs{}, &batontest.WorkOpts{Worker: &baton.WorkerOpts{Middleware: []baton.WorkerMiddleware{nil}}})
+	})
+	requireFatal(t, f, "batontest: Work: ", "Middleware[0] is nil")
+}
+
 // A panic is a *baton.PanicError, found through a middleware's wrapping,
 // with what panicked and where; its value steers nothing.
 func TestWorkPanicError(t *testing.T) {
