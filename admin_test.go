@@ -206,7 +206,7 @@ func TestJobRetryable(t *testing.T) {
 		insert(keyed("dropped", baton.OnBusyDrop))
 		ids[baton.JobStateDropped] = insert(keyed("dropped", baton.OnBusyDrop))
 
-		for _, state := range batondriver.JobStates {
+		for _, state := range baton.JobStates {
 			queue := string(state)
 			id, ok := ids[state]
 			require.True(t, ok, "no job seeded in state %s", state)

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/batondriver"
 )
 
 // queueSource is a client whose queues are read at each scrape.
@@ -146,7 +145,7 @@ func (s *scrape) add(m *Metrics, queue string, st *baton.QueueStats) {
 		}
 		s.metrics = append(s.metrics, c)
 	}
-	for _, state := range batondriver.JobStates {
+	for _, state := range baton.JobStates {
 		metric(m.queueJobs, prometheus.GaugeValue, float64(st.Counts[state]), queue, string(state))
 	}
 	paused := 0.0

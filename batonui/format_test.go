@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/batondriver"
 )
 
 func TestUnescapeHTML(t *testing.T) {
@@ -29,7 +28,7 @@ func TestCanRetry(t *testing.T) {
 	offered := map[baton.JobState]bool{
 		baton.JobStateDead: true, baton.JobStateCancelled: true, baton.JobStateDropped: true, baton.JobStateScheduled: true,
 	}
-	for _, state := range batondriver.JobStates {
+	for _, state := range baton.JobStates {
 		got := canRetry(&baton.JobRow{State: state})
 		require.Equal(t, offered[state], got, state)
 		if got {

@@ -17,13 +17,6 @@ import (
 	"github.com/batonhq/baton"
 )
 
-// jobStates are the states `jobs list --state` accepts, in the order of a
-// job's life (batondriver.JobStates).
-var jobStates = []baton.JobState{
-	baton.JobStateScheduled, baton.JobStateParked, baton.JobStateAvailable, baton.JobStateRunning,
-	baton.JobStateCompleted, baton.JobStateCancelled, baton.JobStateDead, baton.JobStateDropped,
-}
-
 // maxPage is the most jobs one listing shows, the backend's page limit.
 const maxPage = 1000
 
@@ -143,16 +136,18 @@ their key busy and were dropped by their OnBusy policy.`,
 	return cmd
 }
 
+// statesList names the states `jobs list --state` accepts: every state,
+// in the order of a job's life (baton.JobStates).
 func statesList() string {
-	s := make([]string, len(jobStates))
-	for i, st := range jobStates {
+	s := make([]string, len(baton.JobStates))
+	for i, st := range baton.JobStates {
 		s[i] = string(st)
 	}
 	return strings.Join(s, ", ")
 }
 
 func parseState(s string) (baton.JobState, error) {
-	for _, st := range jobStates {
+	for _, st := range baton.JobStates {
 		if string(st) == s {
 			return st, nil
 		}
@@ -444,7 +439,7 @@ func refuseState(j *baton.JobRow, done string, ok func(baton.JobState) bool) err
 		return nil
 	}
 	var states []string
-	for _, st := range jobStates {
+	for _, st := range baton.JobStates {
 		if ok(st) {
 			states = append(states, string(st))
 		}

@@ -472,9 +472,15 @@ func testParkedDropped(t *testing.T, bin string) {
 	require.Equal(t, 1, f.showKey("sync:u1").Parked)
 }
 
-func TestJobStates(t *testing.T) {
+// `jobs list --state` takes every state, and names them in order.
+func TestParseState(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, batondriver.JobStates, jobStates, "jobs list --state takes every state, in order")
+	for _, st := range baton.JobStates {
+		got, err := parseState(string(st))
+		require.NoError(t, err)
+		require.Equal(t, st, got)
+	}
+	require.Equal(t, "scheduled, parked, available, running, completed, cancelled, dead, dropped", statesList())
 }
 
 func TestKeyText(t *testing.T) {
