@@ -18,11 +18,12 @@ func init() {
 		kw := w.kinds[kind]
 		return kw.opts, kw.run, true
 	}
-	testbridge.Attempt = func(ctx context.Context, c *Client, row *JobRow) (*testbridge.Attempted, error) {
+	testbridge.Attempt = func(ctx context.Context, c *Client, row *JobRow, id string) (*testbridge.Attempted, error) {
 		f, err := c.cfg.attempt(ctx, row.Queue, row, c.cfg.attemptTimeout(row.Kind))
 		if f == nil {
 			return &testbridge.Attempted{Err: err}, nil
 		}
+		f.ID = id
 		// Recorded even if ctx ended, standing for a cancel or a stop.
 		_, ferr := c.driver.JobFinish(context.WithoutCancel(ctx), &batondriver.JobFinishParams{Queue: row.Queue,
 			Finished: []*batondriver.JobFinish{f}, Retention: c.cfg.CompletedRetention})

@@ -28,6 +28,14 @@
 //	// runs the worker appConfig.Workers registers for the kind, as
 //	// production does.
 //
+// WorkJob does the same for a job the code under test inserted, on a copy
+// of its row, so that the handler sees the job as it was stored (its ID,
+// options and args, the attempt a worker runs next) and the client's
+// backend is left as it was:
+//
+//	job := batontest.RequireInserted[SyncArgs](ctx, t, client, nil)
+//	res = batontest.WorkJob(ctx, t, nil, job.JobRow, &batontest.WorkOpts{Config: appConfig})
+//
 // On failure every helper says what it expected and what it found, and
 // stops the test with tb.Fatalf.
 package batontest

@@ -131,6 +131,34 @@ func ExampleWork() {
 	// paused customer: snooze for 1m0s
 }
 
+// WorkJob runs a job that the code under test inserted, as it is stored:
+// here the welcome email signUp queued, whose handler runs on a copy,
+// leaving the client's backend as it was.
+func ExampleWorkJob() {
+	t := exampleT() // in a test: the test's t
+	ctx := context.Background()
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err := signUp(ctx, client, 42, "ada@example.com"); err != nil {
+		panic(err)
+	}
+	welcome := batontest.RequireInserted[WelcomeArgs](ctx, t, client, nil)
+
+	send := baton.WorkFunc[WelcomeArgs](func(ctx context.Context, job *baton.Job[WelcomeArgs]) error {
+		fmt.Println("mailing", job.Args.Email, "from queue", job.Queue, "at attempt", job.Attempt)
+		return nil
+	})
+	res := batontest.WorkJob(ctx, t, send, welcome.JobRow, nil)
+	fmt.Println("the same job:", res.Job.ID == welcome.ID, "and it", res.Outcome)
+
+	stored, _ := client.JobGet(ctx, welcome.Queue, welcome.ID)
+	fmt.Println("in the client's backend it is still", stored.State)
+
+	// Output:
+	// mailing ada@example.com from queue mail at attempt 1
+	// the same job: true and it completed
+	// in the client's backend it is still available
+}
+
 // newWorkers stands for the application's own registration, which its
 // tests share: the workers, with each kind's settings.
 func newWorkers() *baton.Workers {

@@ -427,3 +427,148 @@ func TestWorkFailsOnInvalidOptions(t *testing.T) {
 	})
 	requireFatal(t, f, `batontest: Work: no worker given, and Config.Workers registers none for kind "sync_user"`)
 }
+
+// WorkJob runs a copy of a stored job: the handler sees the job the code
+// under test inserted, with its ID, options and args as stored, and the
+// backend it came from is left as it was.
+func TestWorkJob(t *testing.T) {
+	c := setup(t)
+	ctx := t.Context()
+	row := insert(t, c, webhookArgs{Customer: "acme", Secret: "s3cret"}, &baton.InsertOpts{
+		Queue: "hooks", Priority: 2, MaxAttempts: 7, Tags: []string{"eu"}, Metadata: []byte(`{"trace":"t1"}`),
+		Concurrency: byCustomer, Unique: &baton.UniqueOpts{Scope: baton.UniqueRunning},
+	})
+	var events []*baton.JobEvent
+	cfg := &baton.Config{OnJobEnd: func(ev *baton.JobEvent) { events = append(events, ev) }}
+	w := baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error { return nil })
+	res := workJob(t, ctx, w, row, &batontest.WorkOpts{Config: cfg})
+
+	job := res.Job
+	require.Equal(t, row.ID, job.ID)
+	require.Equal(t, "hooks", job.Queue)
+	require.Equal(t, baton.JobStateRunning, job.State)
+	require.Equal(t, 1, job.Attempt)
+	require.Equal(t, 7, job.MaxAttempts)
+	require.Equal(t, 2, job.Priority)
+	require.Equal(t, []string{"eu"}, job.Tags)
+	require.JSONEq(t, `{"trace":"t1"}`, string(job.Metadata))
+	require.Equal(t, "customer:acme", job.Key)
+	require.Equal(t, 2, job.Limit)
+	require.Positive(t, job.Fence)
+	require.Equal(t, row.Unique, job.Unique)
+	require.Equal(t, baton.UniqueRunning, job.UniqueScope)
+	require.Equal(t, string(row.Args), string(job.JobRow.Args), "the args as stored")
+	require.Equal(t, webhookArgs{Customer: "acme"}, job.Args)
+
+	require.NoError(t, res.Err)
+	require.Equal(t, baton.JobOutcomeCompleted, res.Outcome)
+	require.Equal(t, row.ID, res.Recorded.ID)
+	require.Equal(t, baton.JobStateCompleted, res.Recorded.State)
+	require.Len(t, events, 1)
+	require.Equal(t, row.ID, events[0].ID)
+
+	stored, err := c.JobGet(ctx, "hooks", row.ID)
+	require.NoError(t, err)
+	require.Equal(t, baton.JobStateAvailable, stored.State, "the job's own backend is left as it was")
+	require.Zero(t, stored.Attempt)
+}
+
+// A stored job runs the attempt a worker runs next, after the failed ones
+// its row records, and after its runs (JobAgain): their errors are the
+// row's, or made up where the row holds none.
+func TestWorkJobLaterAttempt(t *testing.T) {
+	t.Parallel()
+	row := &baton.JobRow{
+		ID: "01JZ0000000000000000000000", Queue: "hooks", Kind: "webhook", State: baton.JobStateScheduled,
+		Args:    []byte(`{"customer":"acme","unknown":true}`),
+		Attempt: 2, MaxAttempts: 3, Runs: 1,
+		Errors: []baton.AttemptError{{Attempt: 2, Error: "503 from the endpoint"}},
+	}
+	w := baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error { return errors.New("still down") })
+	res := workJob(t, t.Context(), w, row, &batontest.WorkOpts{Worker: &baton.WorkerOpts{Backoff: func(n int) time.Duration { return time.Duration(n) * time.Minute }}})
+	job := res.Job
+	require.Equal(t, 3, job.Attempt)
+	require.Equal(t, 1, job.Runs)
+	require.Equal(t, "acme", job.Args.Customer)
+	require.Len(t, job.Errors, 2)
+	require.Equal(t, baton.AttemptError{Attempt: 1, Error: "batontest: attempt 1 failed"}, baton.AttemptError{Attempt: job.Errors[0].Attempt, Error: job.Errors[0].Error})
+	require.Equal(t, baton.AttemptError{Attempt: 2, Error: "503 from the endpoint"}, baton.AttemptError{Attempt: job.Errors[1].Attempt, Error: job.Errors[1].Error})
+	require.Equal(t, baton.JobOutcomeRetry, res.Outcome)
+	require.Equal(t, 3*time.Minute, res.Delay, "the kind's Backoff, of the attempt")
+	require.Equal(t, baton.JobStateDead, res.Recorded.State, "its last attempt failed")
+	require.Equal(t, row.ID, res.Recorded.ID)
+	require.Equal(t, 2, row.Attempt, "row is left as it was")
+
+	// Attempt picks another, even of a job whose attempts are used up.
+	row.Attempt = 3
+	res = workJob(t, t.Context(), w, row, &batontest.WorkOpts{Attempt: 1})
+	require.Equal(t, 1, res.Job.Attempt)
+	require.Empty(t, res.Job.Errors)
+}
+
+// With no worker given, the kind's registered worker runs, with its
+// settings there; the job keeps its own queue.
+func TestWorkJobRegisteredKind(t *testing.T) {
+	c := setup(t)
+	row := insert(t, c, webhookArgs{Customer: "acme"}, &baton.InsertOpts{Queue: "elsewhere"})
+	var ran []string
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(_ context.Context, job *baton.Job[webhookArgs]) error {
+		ran = append(ran, job.Args.Customer+" in "+job.Queue)
+		return errors.New("down")
+	}), &baton.WorkerOpts{Queue: "hooks", Backoff: func(int) time.Duration { return time.Hour }})
+	res := workJob[webhookArgs](t, t.Context(), nil, row, &batontest.WorkOpts{Config: &baton.Config{Workers: workers}})
+	require.Equal(t, []string{"acme in elsewhere"}, ran)
+	require.Equal(t, time.Hour, res.Delay)
+}
+
+// Stored args that do not decode into T make the job dead, as a worker
+// does.
+func TestWorkJobUndecodableArgs(t *testing.T) {
+	t.Parallel()
+	row := &baton.JobRow{ID: "x", Queue: "default", Kind: "webhook", Args: []byte(`{"customer":5}`), MaxAttempts: 25}
+	w := baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error { return nil })
+	res := workJob(t, t.Context(), w, row, nil)
+	require.ErrorContains(t, res.Err, "cannot be decoded")
+	require.Equal(t, baton.JobOutcomeDead, res.Outcome)
+	require.Equal(t, "x", res.Job.ID)
+}
+
+func TestWorkJobFails(t *testing.T) {
+	t.Parallel()
+	ran := false
+	w := baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error { ran = true; return nil })
+	ok := &baton.JobRow{ID: "j1", Queue: "default", Kind: "webhook", Args: []byte(`{}`), MaxAttempts: 3}
+	spent := &baton.JobRow{ID: "j2", Queue: "default", Kind: "webhook", Args: []byte(`{}`), MaxAttempts: 3, Attempt: 3, State: baton.JobStateDead}
+	other := &baton.JobRow{ID: "j3", Queue: "default", Kind: "email", Args: []byte(`{}`), MaxAttempts: 3}
+	for _, tc := range []struct {
+		row  *baton.JobRow
+		opts *batontest.WorkOpts
+		want string
+	}{
+		{nil, nil, "nil row"},
+		{other, nil, `job j3 is of kind "email", not "webhook"`},
+		{ok, &batontest.WorkOpts{Insert: &baton.InsertOpts{}}, "WorkOpts.Insert is Work's: job j1 is inserted already"},
+		{spent, nil, "job j2 has used its 3 attempts: none runs next"},
+		{ok, &batontest.WorkOpts{Attempt: 4}, "Attempt 4 is out of range 1..3"},
+		{ok, &batontest.WorkOpts{Worker: &baton.WorkerOpts{MaxAttempts: -1}}, "negative MaxAttempts"},
+		{ok, &batontest.WorkOpts{Config: &baton.Config{MaxAttempts: -1}}, "Config.MaxAttempts is negative"},
+	} {
+		f := run(func(tb testing.TB) { batontest.WorkJob(t.Context(), tb, w, tc.row, tc.opts) })
+		requireFatal(t, f, "batontest: WorkJob: ", tc.want)
+	}
+	require.False(t, ran)
+
+	f := run(func(tb testing.TB) {
+		batontest.WorkJob[webhookArgs](t.Context(), tb, nil, ok, &batontest.WorkOpts{Config: &baton.Config{Workers: baton.NewWorkers()}})
+	})
+	requireFatal(t, f, `batontest: WorkJob: no worker given, and Config.Workers registers none for kind "webhook"`)
+}
+
+// workJob runs batontest.WorkJob and requires that it passed.
+func workJob[T baton.JobArgs](t *testing.T, ctx context.Context, w baton.Worker[T], row *baton.JobRow, opts *batontest.WorkOpts) *batontest.WorkResult[T] {
+	t.Helper()
+	var res *batontest.WorkResult[T]
+	requirePassed(t, run(func(tb testing.TB) { res = batontest.WorkJob(ctx, tb, w, row, opts) }))
+	return res
+}

@@ -16,10 +16,13 @@ import "github.com/batonhq/baton/batondriver"
 var Kind any
 
 // Attempt is a func(ctx context.Context, c *baton.Client, row
-// *baton.JobRow) (*Attempted, error): it runs one attempt of row, leased
-// from c's backend, as c's workers run it (the kind's timeout, the worker
-// middleware, panics recovered, OnJobEnd told), and records its outcome
-// there as they do. Its error is the backend's, recording the outcome.
+// *baton.JobRow, id string) (*Attempted, error): it runs one attempt of
+// row, leased from c's backend, as c's workers run it (the kind's timeout,
+// the worker middleware, panics recovered, OnJobEnd told), and records its
+// outcome there as they do, for the job id. id is row's ID in c's backend;
+// row.ID, which the handler and OnJobEnd see, may differ (the ID of the
+// job batontest.WorkJob copied). Its error is the backend's, recording the
+// outcome.
 var Attempt any
 
 // Attempted is what Attempt did.
