@@ -21,6 +21,7 @@ type Mailbox struct {
 	once sync.Once
 
 	mu      sync.Mutex
+	closed  bool // nothing is posted or handed on once closed
 	recheck bool
 	fences  map[string]int64 // key -> highest fence posted, not yet handed on
 	order   []string         // the keys of fences, first posted first
@@ -41,10 +42,11 @@ func New() *Mailbox {
 	return m
 }
 
-// Post queues n. It never blocks.
+// Post queues n. It never blocks. A closed mailbox drops it.
 func (m *Mailbox) Post(n batondriver.QueueNotice) {
 	m.mu.Lock()
 	switch f, ok := m.fences[n.Key]; {
+	case m.closed:
 	case n.Recheck:
 		m.recheck = true
 	case n.Cancel != "":
@@ -68,8 +70,15 @@ func (m *Mailbox) Post(n batondriver.QueueNotice) {
 // C implements batondriver.QueueListener.
 func (m *Mailbox) C() <-chan batondriver.QueueNotice { return m.out }
 
-// Close implements batondriver.QueueListener.
-func (m *Mailbox) Close() { m.once.Do(func() { close(m.done) }) }
+// Close implements batondriver.QueueListener. Notices posted after it are
+// dropped, and none not yet taken is handed on (one taken as it closed may
+// still be, to a receiver that reads on).
+func (m *Mailbox) Close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.once.Do(func() { close(m.done) })
+}
 
 // run hands the posted notices on: a recheck first (it recalls all that the
 // other recalls do), then cancels, then recalls.
@@ -98,6 +107,9 @@ func (m *Mailbox) run() {
 func (m *Mailbox) next() (batondriver.QueueNotice, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return batondriver.QueueNotice{}, false
+	}
 	if m.recheck {
 		m.recheck = false
 		return batondriver.QueueNotice{Recheck: true}, true
