@@ -258,6 +258,38 @@ func ExampleWorkerMiddleware() {
 	// cancelled: baton: job cancelled: user 9 deleted: permanent failure
 }
 
+// A kind's own middleware (WorkerOpts.Middleware) wrap only its jobs,
+// inside the client's: here a rate guard that snoozes the report builds
+// while the warehouse is busy, without counting the attempt.
+func ExampleWorkerOpts_middleware() {
+	var busy atomic.Bool
+	busy.Store(true)
+	whileWarehouseBusy := func(ctx context.Context, job *baton.JobRow, next func(context.Context) error) error {
+		if busy.Swap(false) {
+			fmt.Println("warehouse busy: snoozed")
+			return baton.JobSnooze(10 * time.Millisecond)
+		}
+		return next(ctx)
+	}
+	done := make(chan struct{})
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[ReportArgs](func(ctx context.Context, job *baton.Job[ReportArgs]) error {
+		fmt.Printf("built %s on attempt %d\n", job.Args.Month, job.Attempt)
+		close(done)
+		return nil
+	}), &baton.WorkerOpts{Middleware: []baton.WorkerMiddleware{whileWarehouseBusy}})
+
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{Workers: workers, Logger: quiet})
+	ctx := context.Background()
+	_ = client.Start(ctx)
+	_, _ = client.Insert(ctx, ReportArgs{Month: "2026-10"}, nil)
+	<-done
+	_ = client.Stop(ctx)
+	// Output:
+	// warehouse busy: snoozed
+	// built 2026-10 on attempt 1
+}
+
 // InsertMiddleware wraps every Insert and InsertMany call, the first
 // listed outermost: one call, whatever the number of jobs, with the jobs
 // before they are stored and their results after. Here it reports what
