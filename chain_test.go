@@ -986,12 +986,7 @@ func TestNoChainsWhileDeaf(t *testing.T) {
 		d := tapNotices(newJobDriver(t))
 		d.deaf = true
 		counted := &countingDriver{JobDriver: d}
-		var done atomic.Int32
-		workers := baton.NewWorkers()
-		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error {
-			done.Add(1)
-			return nil
-		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		workers, done := countingWorkers[webhookArgs](&baton.WorkerOpts{Concurrency: byCustomer(1)})
 		c, err := baton.NewClient(counted, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet, PollInterval: 5 * time.Second})
 		require.NoError(t, err)
 		insertBacklog(t, c, "a", 20)

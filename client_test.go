@@ -65,6 +65,18 @@ func setup(t *testing.T, w baton.Worker[emailArgs], cfg *baton.Config) (*baton.C
 	return client, d
 }
 
+// countingWorkers returns workers with one worker for T, registered with
+// opts, that only counts the jobs it runs.
+func countingWorkers[T baton.JobArgs](opts *baton.WorkerOpts) (*baton.Workers, *atomic.Int32) {
+	var done atomic.Int32
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[T](func(context.Context, *baton.Job[T]) error {
+		done.Add(1)
+		return nil
+	}), opts)
+	return workers, &done
+}
+
 // onRedis marks the subtests of eachBackend that run on Redis.
 var onRedis sync.Map // *testing.T -> bool
 

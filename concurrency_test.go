@@ -449,12 +449,7 @@ func TestFinishHandsWorkerOn(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
 		d := &countingDriver{JobDriver: newJobDriver(t)}
-		var done atomic.Int32
-		workers := baton.NewWorkers()
-		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(context.Context, *baton.Job[webhookArgs]) error {
-			done.Add(1)
-			return nil
-		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		workers, done := countingWorkers[webhookArgs](&baton.WorkerOpts{Concurrency: byCustomer(1)})
 		c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 4, Logger: quiet,
 			PollInterval: 5 * time.Second, DisableChaining: true})
 		require.NoError(t, err)

@@ -210,12 +210,7 @@ func (d *countingProcesses) ProcessRemove(ctx context.Context, p *batondriver.Pr
 func TestProcessBeatsPerIntervalNotPerJob(t *testing.T) {
 	t.Parallel()
 	d := &countingProcesses{JobDriver: newJobDriver(t)}
-	var done atomic.Int32
-	workers := baton.NewWorkers()
-	baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error {
-		done.Add(1)
-		return nil
-	}), nil)
+	workers, done := countingWorkers[emailArgs](nil)
 	c := newProcessClient(t, d, &baton.Config{Workers: workers, Concurrency: 8, ProcessTTL: time.Hour})
 	require.NoError(t, c.Start(context.Background()))
 	require.Eventually(t, func() bool { return d.beats.Load() == 1 }, 5*time.Second, time.Millisecond, "the beat at Start")
@@ -298,12 +293,7 @@ func TestProcessCutOffDropsOut(t *testing.T) {
 		d := &cuttableProcesses{JobDriver: newJobDriver(t)}
 		logs := &logRecords{}
 		const ttl = 150 * time.Millisecond
-		var done atomic.Int32
-		workers := baton.NewWorkers()
-		baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error {
-			done.Add(1)
-			return nil
-		}), nil)
+		workers, done := countingWorkers[emailArgs](nil)
 		c := newProcessClient(t, d, &baton.Config{Workers: workers, ProcessName: "p", ProcessTTL: ttl, Logger: slog.New(logs)})
 		start(t, c)
 		require.Eventually(t, func() bool { return processNamed(t, c, "p") != nil }, 5*time.Second, 5*time.Millisecond)
