@@ -3,6 +3,7 @@ package batondriver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -85,7 +86,9 @@ type JobDriver interface {
 
 	// JobList lists a queue's jobs in one state, a page at a time: oldest
 	// first, but available jobs in the order they will be fetched
-	// (priority, then the order they became available).
+	// (priority, then the order they became available). With a Key, the
+	// parked jobs of that concurrency key in the order they will be
+	// promoted.
 	JobList(ctx context.Context, p *JobListParams) (*JobListResult, error)
 
 	// JobRetry admits a dead, cancelled, dropped or scheduled job now with
@@ -608,6 +611,36 @@ type JobListParams struct {
 	Limit int
 	// Offset skips that many jobs.
 	Offset int
+	// Key, if set, lists the jobs parked for that concurrency key alone,
+	// in the order they will be promoted: the head, the next to run as
+	// a slot frees, first (after a lowered limit, the holders it moved
+	// back are at the head, though parked last). State must be parked
+	// (KeyGet lists a key's holders). Total counts the key's parked jobs.
+	Key string
+}
+
+// CheckJobList checks what every backend requires of p: a queue name
+// CheckQueue takes, a known state, a page PageSize takes, and a Key only
+// with State parked, of 1 to MaxKeyLen bytes. The error wraps
+// ErrBadParams.
+func CheckJobList(p *JobListParams) error {
+	if err := CheckQueue(p.Queue); err != nil {
+		return err
+	}
+	if !slices.Contains(JobStates, p.State) {
+		return fmt.Errorf("%w: unknown job state %q", ErrBadParams, p.State)
+	}
+	if _, err := PageSize(p.Limit, p.Offset); err != nil {
+		return err
+	}
+	if p.Key == "" {
+		return nil
+	}
+	if p.State != JobStateParked {
+		return fmt.Errorf("%w: jobs of concurrency key %q are listed in state %s only, not %s (KeyGet lists its holders)",
+			ErrBadParams, p.Key, JobStateParked, p.State)
+	}
+	return CheckKey(p.Key)
 }
 
 // JobListResult is the result of JobList.

@@ -1260,6 +1260,86 @@ func exerciseKeys(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		require.Equal(t, 2, res.Total)
 	})
 
+	// A key's parked jobs are listed in the order they will be promoted,
+	// which after a lowered limit is not the order they were parked in:
+	// the list is checked against the promotions that follow.
+	t.Run("ListParkedOfKey", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		listKey := func(k string, limit, offset int) *batondriver.JobListResult {
+			t.Helper()
+			res, err := f.d.JobList(f.ctx, &batondriver.JobListParams{Queue: f.queue, State: parked, Key: k, Limit: limit, Offset: offset})
+			require.NoError(t, err)
+			return res
+		}
+		k1, k2 := key("k1"), key("k2")
+		js := f.insertRes(keyJob(k1, 2), keyJob(k1, 2), keyJob(k2, 1), keyJob(k1, 2), keyJob(k2, 1),
+			keyJob(k1, 2), keyJob(k1, 2)).Jobs
+		a, b, c, d, e := js[0], js[1], js[3], js[5], js[6]
+
+		res := listKey(k1, 0, 0)
+		require.Equal(t, []string{c.ID, d.ID, e.ID}, ids(res.Jobs), "k1's parked jobs, head first")
+		require.Equal(t, 3, res.Total)
+		for _, r := range res.Jobs {
+			require.Equal(t, parked, r.State)
+			require.Equal(t, k1, r.Key)
+		}
+		res = listKey(k1, 1, 1)
+		require.Equal(t, []string{d.ID}, ids(res.Jobs), "a page")
+		require.Equal(t, 3, res.Total)
+		res = listKey(k1, 10, 3)
+		require.Empty(t, res.Jobs, "past the end")
+		require.Equal(t, 3, res.Total)
+		res = listKey(k2, 0, 0)
+		require.Equal(t, []string{js[4].ID}, ids(res.Jobs), "k2's parked job")
+		require.Equal(t, 1, res.Total)
+		res = listKey(key("none"), 0, 0)
+		require.Empty(t, res.Jobs, "a key with nothing parked")
+		require.Zero(t, res.Total)
+
+		// Lowered to 1 with a running and an available holder: the
+		// available one goes back to the head, though parked last.
+		ra := f.fetchOne(10 * time.Second)
+		require.Equal(t, a.ID, ra.ID)
+		f.setLimit(k1, 1)
+		res = listKey(k1, 0, 0)
+		require.Equal(t, []string{b.ID, c.ID, d.ID, e.ID}, ids(res.Jobs), "the demoted holder at the head")
+		require.Equal(t, 4, res.Total)
+		all := ids(f.list(parked, 0, 0).Jobs)
+		require.Len(t, all, 5)
+		require.Equal(t, b.ID, all[4], "the state's list orders by ParkedAt: not the order they run in")
+
+		// They run in the order listed, each listed one fewer.
+		f.complete(ra)
+		for i, id := range ids(res.Jobs) {
+			require.Equal(t, ids(res.Jobs)[i+1:], ids(listKey(k1, 0, 0).Jobs), "after %d promotions", i+1)
+			var got *batondriver.JobRow
+			for _, r := range f.fetch(10).Jobs {
+				if r.Key == k1 {
+					got = r
+				} else {
+					f.complete(r) // k2's jobs
+				}
+			}
+			require.NotNil(t, got, "no k1 job promoted")
+			require.Equal(t, id, got.ID, "promotion %d", i+1)
+			f.complete(got)
+		}
+		res = listKey(k1, 0, 0)
+		require.Empty(t, res.Jobs)
+		require.Zero(t, res.Total)
+
+		bad := func(p batondriver.JobListParams, why string) {
+			t.Helper()
+			p.Queue = f.queue
+			_, err := f.d.JobList(f.ctx, &p)
+			require.ErrorIs(t, err, batondriver.ErrBadParams, why)
+		}
+		bad(batondriver.JobListParams{State: available, Key: k1}, "a key with a state other than parked")
+		bad(batondriver.JobListParams{State: running, Key: k1}, "a key with a state other than parked")
+		bad(batondriver.JobListParams{State: parked, Key: strings.Repeat("k", batondriver.MaxKeyLen+1)}, "a key too long")
+		bad(batondriver.JobListParams{State: parked, Key: k1, Limit: batondriver.MaxPage + 1}, "a page too big")
+	})
+
 	t.Run("DroppedRetention", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		k := key("k")

@@ -1082,18 +1082,13 @@ func (d *Driver) JobGet(ctx context.Context, p *batondriver.JobGetParams) (*bato
 // JobList implements batondriver.JobDriver. Available jobs are listed in
 // fetch order (priority, then arrival), scheduled ones by RunAt, running
 // ones by AttemptedAt, parked ones by ParkedAt then park order, the others
-// by FinishedAt. A Limit of 0 means 100. Each call sorts the state's jobs.
+// by FinishedAt. A Limit of 0 means 100. Each call sorts the state's jobs,
+// but a key's parked jobs, listed in its queue's order.
 func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*batondriver.JobListResult, error) {
-	if err := checkQueue(p.Queue); err != nil {
+	if err := batondriver.CheckJobList(p); err != nil {
 		return nil, err
 	}
-	if !slices.Contains(batondriver.JobStates, p.State) {
-		return nil, badParams("unknown job state %q", p.State)
-	}
-	limit, err := batondriver.PageSize(p.Limit, p.Offset)
-	if err != nil {
-		return nil, err
-	}
+	limit, _ := batondriver.PageSize(p.Limit, p.Offset)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -1103,6 +1098,21 @@ func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*ba
 	res := &batondriver.JobListResult{}
 	q := s.queues[p.Queue]
 	if q == nil {
+		return res, nil
+	}
+	if p.Key != "" {
+		k := q.keys[p.Key]
+		if k == nil {
+			return res, nil
+		}
+		res.Total = k.parked.Len()
+		i := 0
+		for e := k.parked.Front(); e != nil && len(res.Jobs) < limit; e = e.Next() {
+			if i >= p.Offset {
+				res.Jobs = append(res.Jobs, e.Value.(*job).copyRow())
+			}
+			i++
+		}
 		return res, nil
 	}
 	all := slices.Clone(q.states[p.State].jobs)

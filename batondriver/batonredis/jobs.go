@@ -670,18 +670,12 @@ func (d *Driver) JobGet(ctx context.Context, p *batondriver.JobGetParams) (*bato
 // every other listing costs O(log n + Limit).
 func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*batondriver.JobListResult, error) {
 	const op = "list"
-	if err := checkQueue(p.Queue); err != nil {
+	if err := batondriver.CheckJobList(p); err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if !validState(p.State) {
-		return nil, jobErr(op, p.Queue, fmt.Errorf("%w: unknown job state %q", batondriver.ErrBadParams, p.State))
-	}
-	limit, err := batondriver.PageSize(p.Limit, p.Offset)
-	if err != nil {
-		return nil, jobErr(op, p.Queue, err)
-	}
+	limit, _ := batondriver.PageSize(p.Limit, p.Offset)
 	arr, err := d.scripts.jobList.Exec(ctx, d.client, d.queueKeys(p.Queue).keys,
-		[]string{string(p.State), itoa(p.Offset), itoa(limit)}).ToArray()
+		[]string{string(p.State), itoa(p.Offset), itoa(limit), p.Key}).ToArray()
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
@@ -694,10 +688,6 @@ func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*ba
 		return nil, jobErr(op, p.Queue, err)
 	}
 	return res, nil
-}
-
-func validState(s batondriver.JobState) bool {
-	return slices.Contains(batondriver.JobStates, s)
 }
 
 // JobRetry implements batondriver.JobDriver.

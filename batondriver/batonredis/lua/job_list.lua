@@ -3,12 +3,15 @@
 -- Changes nothing.
 --
 -- KEYS: the queue keys (see joblib.lua). This script builds job keys as
--- J .. id: the IDs come from the state's sorted set, or the available lists
+-- J .. id, and a concurrency key's parked list from K: the IDs come from
+-- the state's sorted set, a key's parked list, or the available lists
 -- (and, LEGACY, the sorted set A without its last ":"; see the exception in
 -- joblib.lua).
 -- ARGV[1] state
 -- ARGV[2] offset
 -- ARGV[3] limit
+-- ARGV[4] a concurrency key, or "": with a key (state parked), the key's
+-- parked list, head first, the order its jobs will be promoted in
 --
 -- Returns {total, then per job its ID and the array of its fields (F in
 -- joblib.lua)}.
@@ -24,7 +27,11 @@ local set = state_set(ARGV[1])
 local offset, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {0}
 local ids
-if ARGV[1] == 'available' then
+if ARGV[4] ~= '' then
+  local _, p = key_keys(ARGV[4])
+  out[1] = redis.call('LLEN', p)
+  ids = redis.call('LRANGE', p, offset, offset + limit - 1)
+elseif ARGV[1] == 'available' then
   -- Available: the lists, most urgent first, walked to the page. LEGACY:
   -- while M's seq is set, each priority's jobs still in the sorted set of
   -- an older version follow its listed ones, in the set's order, since a
