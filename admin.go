@@ -26,15 +26,24 @@ func (c *Client) JobGet(ctx context.Context, queue, id string) (*JobRow, error) 
 	return row, nil
 }
 
-// JobListOpts page through a list; nil means the first 100.
+// JobListOpts page through a list and narrow it; nil means the first 100
+// jobs of the state.
 type JobListOpts struct {
 	Limit  int // at most 1000; default 100
 	Offset int
+	// Key, if set, lists only the jobs parked for that concurrency key, in
+	// the order they will run: the head, promoted when a slot of the key
+	// frees, first. The state must be JobStateParked (KeyGet lists the
+	// key's holders, available and running); the total counts the key's
+	// parked jobs. It reads the key's own queue of parked jobs, so it
+	// costs the same whatever else is parked.
+	Key string
 }
 
 // JobList lists a queue's jobs in one state, oldest first (available jobs
 // in the order they will be fetched: priority, then when they became
-// available), and how many there are in all.
+// available), and how many there are in all. With opts.Key, the jobs
+// parked for that key, in the order they will run.
 func (c *Client) JobList(ctx context.Context, queue string, state JobState, opts *JobListOpts) ([]*JobRow, int, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, 0, fmt.Errorf("baton: job list: %w", err)
@@ -49,8 +58,11 @@ func (c *Client) JobList(ctx context.Context, queue string, state JobState, opts
 	if o.Limit < 0 || o.Limit > 1000 || o.Offset < 0 {
 		return nil, 0, fmt.Errorf("baton: job list: limit %d must be 1..1000 and offset %d not negative", o.Limit, o.Offset)
 	}
-	res, err := c.driver.JobList(ctx, &batondriver.JobListParams{Queue: queue, State: state, Limit: o.Limit, Offset: o.Offset})
+	res, err := c.driver.JobList(ctx, &batondriver.JobListParams{Queue: queue, State: state, Limit: o.Limit, Offset: o.Offset, Key: o.Key})
 	if err != nil {
+		if o.Key != "" {
+			return nil, 0, fmt.Errorf("baton: list %s jobs of key %q in %q: %w", state, o.Key, queue, err)
+		}
 		return nil, 0, fmt.Errorf("baton: list %s jobs of %q: %w", state, queue, err)
 	}
 	return res.Jobs, res.Total, nil

@@ -2,6 +2,7 @@ package baton_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -67,6 +68,37 @@ func ExampleClient_KeyGet() {
 	// limit 1, 1 holding, 1 parked, waiting since the insert: true
 	// holder: available - the first job: true
 	// an idle key: true
+}
+
+// JobList with a Key lists the jobs parked for one concurrency key, in the
+// order they will run as its slots free: a customer's backlog, read from
+// the key's own parked queue however many other keys have jobs waiting.
+func ExampleClient_JobList_key() {
+	client, _ := baton.NewClient(batonmem.New(), nil) // insert-only
+	ctx := context.Background()
+	byCustomer := &baton.InsertOpts{Queue: "webhooks", Concurrency: &baton.ConcurrencyOpts{
+		Key: baton.KeyOf(func(a WebhookArgs) string { return "customer:" + a.Customer }),
+	}}
+	for _, event := range []string{"created", "updated", "paid", "shipped"} {
+		_, _ = client.Insert(ctx, WebhookArgs{Customer: "acme", Event: event}, byCustomer)
+		_, _ = client.Insert(ctx, WebhookArgs{Customer: "globex", Event: event}, byCustomer)
+	}
+
+	waiting, total, err := client.JobList(ctx, "webhooks", baton.JobStateParked, &baton.JobListOpts{Key: "customer:acme"})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("customer:acme has %d parked; next to run:\n", total)
+	for _, row := range waiting {
+		var args WebhookArgs
+		_ = json.Unmarshal(row.Args, &args)
+		fmt.Println("-", args.Event)
+	}
+	// Output:
+	// customer:acme has 3 parked; next to run:
+	// - updated
+	// - paid
+	// - shipped
 }
 
 // QueuePause stops every process from fetching a queue's jobs: inserts go
