@@ -15,6 +15,7 @@
 //	                                     how long the oldest available job has waited
 //	baton queue pause|resume QUEUE       stop or restart fetching from QUEUE in every process
 //	baton jobs list [-q QUEUE] [--state STATE] [--limit N] [--offset N]
+//	baton jobs list -q QUEUE --key KEY   the jobs parked for concurrency key KEY, next to run first
 //	baton jobs show ID [-q QUEUE]        one job: args, errors, concurrency key, fence
 //	baton jobs retry ID... [-q QUEUE]    make jobs available now, attempts reset
 //	baton jobs cancel ID... [-q QUEUE]   cancel jobs: queued ones at once, running ones

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
 )
 
 // maxPage is the most jobs one listing shows, the backend's page limit.
@@ -101,10 +102,10 @@ func queueFlag(cmd *cobra.Command, q *string) {
 }
 
 func (a *app) jobsListCmd() *cobra.Command {
-	var queue, state string
+	var queue, state, key string
 	var page pageFlags
 	cmd := &cobra.Command{
-		Use:   "list [-q QUEUE] [--state STATE] [--limit N] [--offset N]",
+		Use:   "list [-q QUEUE] [--state STATE | --key KEY] [--limit N] [--offset N]",
 		Short: "List jobs in one state, oldest first",
 		Long: `List the jobs in one state, oldest first: available ones in the order they
 will be fetched (priority, then when they became available), scheduled ones by when
@@ -115,9 +116,41 @@ not exceed 1000.
 
 States: ` + statesList() + `. Parked jobs
 wait for a slot of their concurrency key (see 'baton keys list'); dropped ones found
-their key busy and were dropped by their OnBusy policy.`,
-		PreRunE: func(*cobra.Command, []string) error { _, err := parseState(state); return err },
+their key busy and were dropped by their OnBusy policy.
+
+With --key (and -q), the jobs parked for that concurrency key alone, in the order
+they will run as its slots free: the next to run first. 'baton key show' shows the
+key's holders.`,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := parseState(state); err != nil {
+				return err
+			}
+			if key == "" {
+				return nil
+			}
+			if queue == "" {
+				return usageErr("--key needs -q QUEUE: a concurrency key belongs to one queue")
+			}
+			if cmd.Flags().Changed("state") && state != string(baton.JobStateParked) {
+				return usageErr("--key lists parked jobs only, not --state %s ('baton key show' lists the holders)", state)
+			}
+			if batondriver.CheckKey(key) != nil {
+				return usageErr("bad --key: it must have 1 to %d bytes, not %d", batondriver.MaxKeyLen, len(key))
+			}
+			return nil
+		},
 		RunE: a.action(0, 0, func(ctx context.Context, b *backend, _ []string) error {
+			if key != "" {
+				if err := requireQueue(ctx, b, queue); err != nil {
+					return err
+				}
+				jobs, total, err := b.client.JobList(ctx, queue, baton.JobStateParked,
+					&baton.JobListOpts{Limit: page.limit, Offset: page.offset, Key: key})
+				if err != nil {
+					return err
+				}
+				return a.emitJobs(jobs, total, page, false)
+			}
 			st, _ := parseState(state) // checked before connecting
 			queues, err := queuesOf(ctx, b, queue)
 			if err != nil {
@@ -132,6 +165,7 @@ their key busy and were dropped by their OnBusy policy.`,
 	}
 	queueFlag(cmd, &queue)
 	cmd.Flags().StringVar(&state, "state", string(baton.JobStateAvailable), "the `state` to list")
+	cmd.Flags().StringVar(&key, "key", "", "only the jobs parked for concurrency `KEY`, in the order they will run (needs -q)")
 	page.add(cmd, "jobs")
 	return cmd
 }

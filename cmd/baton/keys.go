@@ -189,7 +189,7 @@ func (a *app) keyShowCmd() *cobra.Command {
 holding a slot with their state, fencing token, the time their lease has left and
 the job chained behind each (NEXT), which starts on the same worker as it returns.
 A key that is not active in QUEUE (an idle key keeps no state) is not found (exit
-code 3). 'baton jobs list -q QUEUE --state parked' lists the parked jobs.` + keyArgsHelp,
+code 3). 'baton jobs list -q QUEUE --key KEY' lists its parked jobs, next to run first.` + keyArgsHelp,
 		RunE: a.action(2, 2, func(ctx context.Context, b *backend, args []string) error {
 			info, err := getKey(ctx, b, args[0], args[1])
 			if err != nil {

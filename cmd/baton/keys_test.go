@@ -172,6 +172,22 @@ func testKeys(t *testing.T, bin string) {
 	require.Regexp(t, f.odd[0]+`\s+available`, r.stdout)
 	require.Equal(t, odd, f.showKey(odd).Key)
 
+	// jobs list --key: a key's parked jobs alone, next to run first.
+	var list jobListOut
+	f.runJSON(&list, "jobs", "list", "-q", hooks, "--key", acme)
+	require.Equal(t, 2, list.Total)
+	require.Equal(t, f.acme[2:], jobOutIDs(list.Jobs))
+	f.runJSON(&list, "jobs", "list", "-q", hooks, "--key", acme, "--state", "parked", "--limit", "1", "--offset", "1")
+	require.Equal(t, 2, list.Total)
+	require.Equal(t, f.acme[3:], jobOutIDs(list.Jobs))
+	r = f.run("jobs", "list", "-q", hooks, "--key", odd)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, f.odd[1])
+	require.NotContains(t, r.stdout, f.acme[2])
+	f.runJSON(&list, "jobs", "list", "-q", hooks, "--key", "customer:nobody")
+	require.Zero(t, list.Total)
+	require.Empty(t, list.Jobs)
+
 	// A fetch with chained leases takes acme's and odd's available jobs
 	// and, with nothing left available, chains each key's next parked job
 	// behind them: running, holding no slot, no longer parked.
@@ -199,6 +215,15 @@ func testKeys(t *testing.T, bin string) {
 	require.Regexp(t, `Chained:\s+1 \(running behind a holder, without a slot until it returns\)\n`, r.stdout)
 	require.Regexp(t, f.acme[1]+`\s+running\s+\d+\s+\d+s left\s+`+f.acme[2]+`\n`, r.stdout)
 	require.Regexp(t, f.acme[0]+`\s+running\s+\d+\s+\d+s left\s+-\n`, r.stdout)
+}
+
+// jobOutIDs returns the IDs of the listed jobs, in order.
+func jobOutIDs(jobs []*jobOut) []string {
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	return ids
 }
 
 // idsOf returns the IDs of rows, in order.
@@ -313,6 +338,9 @@ func testKeyBadInput(t *testing.T, bin string) {
 		{[]string{"key", "show", hooks, ""}, "bad KEY: it must have 1 to 512 bytes, not 0"},
 		{[]string{"key", "show", hooks, strings.Repeat("k", 513)}, "not 513"},
 		{[]string{"key", "show", hooks, "-x"}, "(a KEY that starts with '-' goes after '--')"},
+		{[]string{"jobs", "list", "--key", acme}, "--key needs -q QUEUE"},
+		{[]string{"jobs", "list", "-q", hooks, "--key", acme, "--state", "running"}, "--key lists parked jobs only, not --state running"},
+		{[]string{"jobs", "list", "-q", hooks, "--key", strings.Repeat("k", 513)}, "bad --key: it must have 1 to 512 bytes, not 513"},
 		{[]string{"keys", "list"}, "missing argument"},
 		{[]string{"keys", "list", hooks, "--limit", "0"}, "out of range 1..1000"},
 		// An empty QUEUE is no queue: bad usage, not "every queue".
