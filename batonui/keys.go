@@ -120,13 +120,25 @@ func (h *handler) keys(w http.ResponseWriter, r *http.Request) {
 type keyData struct {
 	Key  *baton.KeyInfo
 	Idle bool // the key keeps no state: shown only to set its limit
+	// The key's parked jobs, a page of them in the order they will run,
+	// for the jobtable partial.
+	State  baton.JobState
+	Jobs   []*baton.JobRow
+	Pager  pager
+	Return string
 }
 
-// key serves one key's page: its limit, counts and holders.
+// key serves one key's page: its limit, counts, holders and a page of its
+// parked jobs (?page=), next to run first.
 func (h *handler) key(w http.ResponseWriter, r *http.Request) {
 	queue, key := r.PathValue("queue"), r.URL.Query().Get("key")
 	if err := batondriver.CheckKey(key); err != nil {
 		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("A concurrency key has 1 to %d bytes; this one has %d.", batondriver.MaxKeyLen, len(key)))
+		return
+	}
+	page, err := pageParam(r)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	h.sampleIfDue(r.Context())
@@ -142,7 +154,15 @@ func (h *handler) key(w http.ResponseWriter, r *http.Request) {
 		h.backendError(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "key", &view{Title: "Key " + truncate(key, 60), Nav: "overview", Data: &keyData{Key: info}})
+	size := h.cfg.PageSize
+	jobs, total, err := h.client.JobList(r.Context(), queue, baton.JobStateParked,
+		&baton.JobListOpts{Key: key, Limit: size, Offset: (page - 1) * size})
+	if err != nil {
+		h.backendError(w, r, err)
+		return
+	}
+	d := &keyData{Key: info, State: baton.JobStateParked, Jobs: jobs, Pager: h.newPager(r, page, total, len(jobs)), Return: h.here(r)}
+	h.render(w, r, http.StatusOK, "key", &view{Title: "Key " + truncate(key, 60), Nav: "overview", Data: d})
 }
 
 // keyPath takes a key given in the path, as typed by hand, to its page.

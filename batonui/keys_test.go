@@ -57,8 +57,8 @@ func TestKeysPages(t *testing.T) {
 	_, err := e.client.SetLimit(ctx, "q", evilKey, 0)
 	require.NoError(t, err)
 	parked := e.insertKeyed("q", evilKey, 1, "")
-	e.insertKeyed("q", evilKey, 1, "")
-	e.insertKeyed("q", evilKey, 1, "")
+	parked2 := e.insertKeyed("q", evilKey, 1, "")
+	parked3 := e.insertKeyed("q", evilKey, 1, "")
 	holder := e.insertKeyed("q", "customer:42", 2, "")
 	dropped := e.insertKeyed("q", "customer:7", 1, baton.OnBusyDrop)
 	dropped = e.insertKeyed("q", "customer:7", 1, baton.OnBusyDrop) // its twin holds the slot
@@ -88,11 +88,22 @@ func TestKeysPages(t *testing.T) {
 	require.Contains(t, page, `action="`+keyPath("q", evilKey, "limit")+`"`)
 	require.Contains(t, page, `action="`+keyPath("q", evilKey, "reset")+`"`)
 	require.Contains(t, page, "No job of this key holds a slot.")
+	require.Contains(t, page, "Parked, next to run first")
+	at := func(page string, row *baton.JobRow) int {
+		t.Helper()
+		i := strings.Index(page, `href="/queues/q/jobs/`+row.ID+`"`)
+		require.Positive(t, i, "job %s not listed", row.ID)
+		return i
+	}
+	require.Less(t, at(page, parked), at(page, parked2), "parked jobs in the order they will run")
+	require.Less(t, at(page, parked2), at(page, parked3), "parked jobs in the order they will run")
+	require.Contains(t, page, "1–3 of 3")
 
 	page = e.get(keyPath("q", "customer:42", ""), http.StatusOK)
 	require.Contains(t, page, `href="/queues/q/jobs/`+holder.ID+`"`, "a holder links to its job")
 	require.Contains(t, page, `<dd id="holding">1`)
 	require.NotContains(t, page, "/reset?", "no reset without a stored limit")
+	require.Contains(t, page, "No parked jobs.")
 
 	e.get(keyPath("q", "never-used", ""), http.StatusNotFound)
 	e.get(keyPath("q", strings.Repeat("k", 513), ""), http.StatusBadRequest)
