@@ -164,8 +164,12 @@ func (c cronSchedule) String() string { return c.spec }
 // Catch-up: ticks that passed while no client was running are not made up
 // for; the schedule resumes with the next tick. A tick a running client
 // could not insert (the backend was unreachable) is retried until the
-// next tick, then given up. A client that wakes for a tick only once the
-// next one is due too (a stalled process) fires the latest tick due.
+// next tick, then given up (logged at Warn). A client that wakes for a
+// tick only once the next one is due too (a stalled process) fires the
+// latest tick due and leaves the ticks before it to the other clients;
+// it logs them at Warn with the attributes periodic_job, skipped (how
+// many), first_skipped and last_skipped, so that a tick no client fired
+// is never lost without a trace.
 //
 // Started clients register their schedules in the backend, with their
 // specs, queues and kinds, for ScheduleList (and `baton schedules`) to
@@ -220,8 +224,14 @@ func (r *runner) schedule(p *PeriodicJob, found *foundSchedules, started time.Ti
 		// Woken after the next tick was due too (a stalled process, or a
 		// slow insert of the tick before, as in an outage): this tick's
 		// turn is over, and the latest tick due is fired instead.
+		skipped, first, last := 0, tick, tick
 		for now = time.Now(); !next.IsZero() && !next.After(now); next = nextTick(p.Schedule, next) {
-			tick = next
+			skipped++
+			last, tick = tick, next
+		}
+		if skipped > 0 {
+			r.log.Warn("baton: periodic job woke after later ticks were due: it fires the latest and skips the ones before (other processes may have fired them)",
+				"periodic_job", p.Name, "skipped", skipped, "first_skipped", first, "last_skipped", last, "fires", tick)
 		}
 		r.fire(p, reg, tick, next)
 		tick = next

@@ -204,9 +204,17 @@ func TestStalledScheduleFiresTheLatestTickDue(t *testing.T) {
 	s := &stallingSchedule{every: 200 * time.Millisecond, stall: 250 * time.Millisecond}
 	type fired struct{ tick, at time.Time }
 	firedc := make(chan fired, 100)
+	skips := make(chan map[string]slog.Value, 10)
+	logger := slog.New(&hookHandler{fn: func(r slog.Record) {
+		attrs := map[string]slog.Value{}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value; return true })
+		if _, ok := attrs["skipped"]; ok && r.Level == slog.LevelWarn {
+			skips <- attrs
+		}
+	}})
 	w := baton.NewWorkers()
 	baton.AddWorker(w, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), nil)
-	c, err := baton.NewClient(batonmem.New(), &baton.Config{Workers: w, Logger: quiet, PeriodicJobs: []*baton.PeriodicJob{{
+	c, err := baton.NewClient(batonmem.New(), &baton.Config{Workers: w, Logger: logger, PeriodicJobs: []*baton.PeriodicJob{{
 		Name: "stalling", Schedule: s,
 		Job: func(tick time.Time) (baton.JobArgs, *baton.InsertOpts) {
 			firedc <- fired{tick, time.Now()}
@@ -232,6 +240,18 @@ func TestStalledScheduleFiresTheLatestTickDue(t *testing.T) {
 		require.Equal(t, got[0].tick.Add(time.Duration(i)*s.every), f.tick, "ticks fired: %v", got)
 		require.Less(t, f.at.Sub(f.tick), s.every, "tick %v fired after its turn", f.tick)
 	}
+	// The skipped tick is logged, with what a reader needs to find it.
+	select {
+	case attrs := <-skips:
+		require.Equal(t, "stalling", attrs["periodic_job"].String())
+		require.EqualValues(t, 1, attrs["skipped"].Int64())
+		require.True(t, first.Equal(attrs["first_skipped"].Time()), "first_skipped %v, want %v", attrs["first_skipped"], first)
+		require.True(t, first.Equal(attrs["last_skipped"].Time()), "last_skipped %v, want %v", attrs["last_skipped"], first)
+		require.True(t, got[0].tick.Equal(attrs["fires"].Time()), "fires %v, want %v", attrs["fires"], got[0].tick)
+	default:
+		t.Fatal("the skipped tick was not logged")
+	}
+	require.Empty(t, skips, "only the stall skipped a tick")
 }
 
 // lateSchedule has a single tick, at, and its String (which the client's
