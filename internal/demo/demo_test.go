@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -243,4 +244,69 @@ func TestDrainGivesUp(t *testing.T) {
 	requireChecks(t, res, out.String(), "terminal state")
 	require.Contains(t, out.String(), "gave up waiting for every job to end")
 	require.NotContains(t, out.String(), "every job has ended", "after giving up on them")
+}
+
+// tickFault makes the insert of one fan-out tick, the third one asked
+// for, misbehave in every process: stall, as a process paused past the
+// next tick would (so that both processes skip the tick after it), or
+// lose, answering as if another process had inserted it.
+type tickFault struct {
+	batondriver.Driver
+	stall time.Duration // else lose
+	mu    sync.Mutex
+	seen  []time.Time
+}
+
+func (d *tickFault) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+	if p.Once != nil {
+		d.mu.Lock()
+		if !slices.ContainsFunc(d.seen, p.Once.Tick.Equal) {
+			d.seen = append(d.seen, p.Once.Tick)
+		}
+		hit := len(d.seen) == 3 && d.seen[2].Equal(p.Once.Tick)
+		d.mu.Unlock()
+		switch {
+		case hit && d.stall > 0:
+			time.Sleep(d.stall)
+			ctx = context.WithoutCancel(ctx)
+		case hit:
+			return &batondriver.JobInsertResult{Skipped: true}, nil
+		}
+	}
+	return d.Driver.JobInsert(ctx, p)
+}
+
+// TestFanoutSkippedTicks: a tick that no process fired holds the fan-out's
+// check only if every process logged it skipped, stalled past it (the
+// schedule's catch-up policy); a tick lost without a trace fails it.
+func TestFanoutSkippedTicks(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		stall   time.Duration
+		failing []string
+	}{
+		"stalled": {stall: 700 * time.Millisecond}, // over two periods of 250ms
+		"lost":    {failing: []string{"the fan-out fired once per tick"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			res, err := Run(context.Background(), &tickFault{Driver: batonmem.New(), stall: tc.stall}, &out, &Config{Scale: scale})
+			if tc.failing == nil {
+				require.NoError(t, err, out.String())
+			} else {
+				require.ErrorIs(t, err, ErrGuarantee, out.String())
+			}
+			requireChecks(t, res, out.String(), tc.failing...)
+			for _, c := range res.Checks {
+				if strings.Contains(c.Name, "fan-out") {
+					if tc.stall > 0 {
+						require.Regexp(t, `; \d+ ticks? skipped by both processes`, c.Detail)
+					} else {
+						require.Contains(t, c.Detail, "ticks never fired: ")
+					}
+				}
+			}
+		})
+	}
 }

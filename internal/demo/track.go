@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -223,8 +225,9 @@ func (t *tracker) haltRecord() haltTrack {
 // ticks records the fan-out jobs of each tick: one each, if every tick
 // fired once. A job's retries are the same job.
 type ticks struct {
-	mu  sync.Mutex
-	ran map[time.Time]map[string]bool
+	mu    sync.Mutex
+	ran   map[time.Time]map[string]bool
+	skips map[time.Time]map[int]bool // the processes that skipped each tick
 }
 
 // fired records that job id, the fan-out of tick, runs. It returns how many
@@ -258,4 +261,65 @@ func (t *ticks) jobs() map[time.Time]int {
 		out[tick] = len(ids)
 	}
 	return out
+}
+
+// skipped records, per process, the fan-out ticks it skipped: a worker
+// process that wakes for a tick only after the next one was due fires the
+// latest and logs the ticks before it (baton.PeriodicJob's catch-up). A
+// tick that no process fired is explained only if every process skipped
+// it.
+func (t *ticks) skipped(process int, first, last time.Time, every time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.skips == nil {
+		t.skips = map[time.Time]map[int]bool{}
+	}
+	for tick := first.UTC(); !tick.After(last); tick = tick.Add(every) {
+		if t.skips[tick] == nil {
+			t.skips[tick] = map[int]bool{}
+		}
+		t.skips[tick][process] = true
+	}
+}
+
+// skippedBy returns how many processes skipped tick.
+func (t *ticks) skippedBy(tick time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.skips[tick.UTC()])
+}
+
+// skipLogger is the logger of worker process i: it keeps nothing but the
+// ticks baton logs as skipped.
+func (t *ticks) skipLogger(i int, every time.Duration) *slog.Logger {
+	return slog.New(&skipHandler{ticks: t, process: i, every: every})
+}
+
+// skipHandler passes the skipped ticks baton logs (the attributes
+// first_skipped and last_skipped, at Warn) to ticks.skipped and drops
+// every other record.
+type skipHandler struct {
+	ticks   *ticks
+	process int
+	every   time.Duration
+}
+
+func (h *skipHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *skipHandler) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h *skipHandler) WithGroup(string) slog.Handler                { return h }
+func (h *skipHandler) Handle(_ context.Context, r slog.Record) error {
+	var first, last time.Time
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "first_skipped":
+			first = a.Value.Time()
+		case "last_skipped":
+			last = a.Value.Time()
+		}
+		return true
+	})
+	if !first.IsZero() && !last.IsZero() {
+		h.ticks.skipped(h.process, first, last, h.every)
+	}
+	return nil
 }
