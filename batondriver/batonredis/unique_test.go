@@ -85,6 +85,20 @@ func TestUniqueFieldsDoNotMix(t *testing.T) {
 	require.Equal(t, "duplicate of "+x.ID, reason)
 }
 
+// TestUniquePeriodFieldsDoNotMix: the period claim of a unique key, whose
+// field is spelled like the bare field of a key p:..., is not read as an
+// earlier version's claim of that key while its job says whose it is.
+func TestUniquePeriodFieldsDoNotMix(t *testing.T) {
+	t.Parallel()
+	_, d, q := jobSetup(t)
+	x := insertJobs(t, d, q, uniqueJob("x", batondriver.UniquePeriod))[0]
+	st, reason := insertStatus(t, d, q, uniqueJob("p:x", batondriver.UniquePeriod))
+	require.Equal(t, batondriver.JobInserted, st, "the period claim of x conflicted with an insert of p:x (%s)", reason)
+	st, reason = insertStatus(t, d, q, uniqueJob("x", batondriver.UniquePeriod))
+	require.Equal(t, batondriver.JobRejected, st)
+	require.Equal(t, "duplicate of "+x.ID, reason)
+}
+
 // TestUniquePeriodClaimOfEarlierVersion: a period claim stored in the bare
 // field, without when it was made, holds while it lasts and is swept by a
 // fetch once it lapses.

@@ -802,8 +802,10 @@ local function twin(u, scope, period, now)
       if expiry > 0 then
         if scope == 'period' then
           -- Made less than this insert's period ago (a period claim that
-          -- does not say when it was made conflicts while it lasts).
-          if not at or at + period > now then return id, v end
+          -- does not say when it was made conflicts while it lasts), by a
+          -- job of u if it is still there: the bare field of a key p:x is
+          -- also the field of x's period claim.
+          if (not v or v[FI.ukey] == u) and (not at or at + period > now) then return id, v end
         elseif v and v[FI.ukey] == u and in_scope(v[FI.state], scope) then
           return id, v
         end
