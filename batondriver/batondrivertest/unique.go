@@ -479,6 +479,30 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		})
 	}
 
+	// Twins unique while running under a key of limit 1 (as UniqueRunning
+	// advises): the twin chained behind the running one takes the claim as
+	// it starts. Put back unrun, it leaves the claim to the job ahead if
+	// that one runs on (the chained twin given back first, say as a
+	// lowered limit asks); else the claim ends with both.
+	for _, way := range putBackWays {
+		t.Run("ChainedTwinPutBack"+way, func(t *testing.T) {
+			f := newJobFixture(t, newDriver)
+			k := key("k")
+			js := f.insertRes(keyJob(k, 1, uniq(u, inRunning, reject)), keyJob(k, 1, uniq(u, inRunning, reject))).Jobs
+			got := f.fetchChain(1, chainTTL(way)).Jobs
+			require.Equal(t, []string{js[0].ID, js[1].ID}, ids(got), "the holder, then the twin chained behind it")
+			a, b := got[0], got[1]
+			f.putBack(way, a, b)
+			if way == "GiveBackChained" {
+				f.requireState(running, a.ID)
+				_, reason := f.insertAs(batondriver.JobRejected, uniqueJob(u, inRunning, reject))
+				require.Equal(t, "duplicate of "+a.ID, reason, "the job ahead runs on")
+				f.complete(a)
+			}
+			f.insertAs(batondriver.JobInserted, uniqueJob(u, inRunning, reject))
+		})
+	}
+
 	t.Run("GiveBackClaimsAsQueued", func(t *testing.T) {
 		// A job given back (JobFinish.GiveBack) is queued as if never
 		// leased: unique while running, its claim ends, and a twin of

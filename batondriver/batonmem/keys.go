@@ -304,8 +304,8 @@ func (q *queueState) handOver(h *job) *job {
 // chained job will not run): parked since the time it was parked before,
 // its attempt not counted and its AttemptedAt that of its last counted
 // attempt again, its lease and After cleared, its fence kept, and its
-// unique claim given up (running scope) or taken again if free (queued
-// scope). h keeps its slot: the caller frees it next, which promotes that
+// unique claim given up (running scope: to h, see handClaimBack) or taken
+// again if free (queued scope). h keeps its slot: the caller frees it next, which promotes that
 // job first. A chained job whose cancel was requested ends cancelled
 // instead.
 func (q *queueState) unchain(h *job, now time.Time) {
@@ -315,6 +315,7 @@ func (q *queueState) unchain(h *job, now time.Time) {
 	}
 	h.next = nil
 	c.row.After = ""
+	q.handClaimBack(c, h, now)
 	q.unstart(c, now)
 	c.row.AttemptedAt = c.attemptedBefore
 	if c.cancelRequested() {
@@ -322,6 +323,19 @@ func (q *queueState) unchain(h *job, now time.Time) {
 		return
 	}
 	q.park(q.keys[c.row.Key], c, c.row.ParkedAt, true) // its parked time kept
+}
+
+// handClaimBack gives h the claim while running that c, chained behind it
+// and now put back unrun, took over as it started, if c still holds it and
+// h runs on unique while running under the same key.
+func (q *queueState) handClaimBack(c, h *job, now time.Time) {
+	if c.row.UniqueScope != batondriver.UniqueRunning || h.row.State != batondriver.JobStateRunning ||
+		h.row.UniqueScope != c.row.UniqueScope || h.row.Unique != c.row.Unique {
+		return
+	}
+	if cl := q.claims[claimKey{c.row.Unique, c.row.UniqueScope}]; cl != nil && cl.id == c.row.ID {
+		q.claim(h, now)
+	}
 }
 
 // unstart takes j, running, out of running as if it had not been leased:

@@ -1028,6 +1028,17 @@ local function cancel_back(key, id, t, attempt, errs, reason, ukey, uscope, now)
   redis.call('ZADD', X, now, id)
 end
 
+-- Give job ahead the claim while running of unique key u that job id,
+-- chained behind it and now put back unrun, took over as it started, if
+-- id still holds it and ahead runs on unique while running under u.
+local function hand_claim_back(u, scope, id, ahead)
+  if scope ~= 'running' or not u or u == '' then return end
+  local f = claim_field(u, scope)
+  if redis.call('HGET', U, f) ~= '0:' .. id then return end
+  local av = redis.call('HMGET', J .. ahead, 'state', 'ukey', 'uscope')
+  if av[1] == 'running' and av[2] == u and av[3] == scope then redis.call('HSET', U, f, '0:' .. ahead) end
+end
+
 -- Put chained job id back at the head of its key's parked jobs if it is
 -- still chained behind job ahead, whose lease expired: parked since its
 -- parked time, its attempt not counted and its attempted that of its last
@@ -1035,8 +1046,9 @@ end
 -- was parked. The caller frees the slot of the job ahead next, which then
 -- promotes it first. While it was chained the key may have admitted a job
 -- of another default: then the parked jobs' defaults are mixed (see
--- promote). A job whose cancel was requested ends cancelled instead
--- (cancel_back).
+-- promote). Unique while running, it gives the claim it took as it
+-- started back to the job ahead (hand_claim_back). A job whose cancel was
+-- requested ends cancelled instead (cancel_back).
 local function unchain(id, ahead, now)
   local key = J .. id
   local v = redis.call('HMGET', key, 'state', 'after', 'attempt', 'key', 'ukey', 'uscope', 'parked', 'limit',
@@ -1046,6 +1058,7 @@ local function unchain(id, ahead, now)
   -- A job chained by a version before attempted_before keeps attempted.
   if v[9] then put(t, 'attempted', v[9]) end
   local attempt = math.max(tonumber(v[3]) - 1, 0)
+  hand_claim_back(v[5], v[6], id, ahead)
   if v[10] and v[10] ~= '' then
     cancel_back(key, id, t, attempt, v[12], v[11], v[5], v[6], now)
     return
