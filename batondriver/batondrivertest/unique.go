@@ -609,6 +609,22 @@ func exerciseUnique(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		require.Equal(t, "duplicate of "+b.ID, reason, "the running twin inserted inside the period")
 	})
 
+	t.Run("ReplacePrefersQueuedTwinOfAnyScope", func(t *testing.T) {
+		// An insert that conflicts with a running twin and a queued one
+		// (here a twin until done that runs, and a throttled twin inserted
+		// once the period since the first one's insert had passed) gives
+		// its args to the queued one.
+		f := newJobFixture(t, newDriver)
+		a := f.runTwin(uniqueJob(u, untilDone, reject))
+		const period = time.Second
+		time.Sleep(period + 100*time.Millisecond)
+		p, _ := f.insertAs(batondriver.JobInserted, uniqueJob(u, inPeriod, reject,
+			func(j *batondriver.JobInsert) { j.Unique.Period = period }))
+		row, _ := f.insertAs(batondriver.JobReplaced, uniqueJob(u, untilDone, replace, args(`{"n":2}`)))
+		f.requireTwin(row, p.ID, available, `{"n":2}`)
+		f.requireState(running, a.ID)
+	})
+
 	t.Run("DeleteReleasesClaim", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		for _, scope := range []batondriver.UniqueScope{queued, untilDone} {

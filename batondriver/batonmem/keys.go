@@ -552,7 +552,7 @@ func inScope(s batondriver.JobState, scope batondriver.UniqueScope) bool {
 }
 
 // twinScopes are the classes of claims an insert reads, in the order it
-// prefers a twin: a queued one first, for UniqueReplace.
+// prefers a twin among queued ones (for UniqueReplace), then among others.
 var twinScopes = [...]batondriver.UniqueScope{batondriver.UniqueQueued, batondriver.UniqueUntilDone,
 	batondriver.UniquePeriod, batondriver.UniqueRunning}
 
@@ -563,8 +563,11 @@ var twinScopes = [...]batondriver.UniqueScope{batondriver.UniqueQueued, batondri
 // u.Period ago — when its period claim was made, or else when it was
 // created. A period claim holds until it lapses, whatever became of its
 // job; any other claim is released in the step that takes its job out of
-// its scope's states.
+// its scope's states. Of several twins, a queued one is returned (for
+// UniqueReplace), else the first in twinScopes order.
 func (q *queueState) twin(u *batondriver.JobUnique, now time.Time) (*claim, *job) {
+	var first *claim // the first conflicting claim, if no queued twin conflicts
+	var firstJob *job
 	for _, scope := range twinScopes {
 		c := q.claimOf(scope, u.Key, now)
 		if c == nil {
@@ -580,11 +583,14 @@ func (q *queueState) twin(u *batondriver.JobUnique, now time.Time) (*claim, *job
 		case t != nil:
 			conflict = now.Before(t.row.CreatedAt.Add(u.Period))
 		}
-		if conflict {
+		if conflict && t != nil && queued(t.row.State) {
 			return c, t
 		}
+		if conflict && first == nil {
+			first, firstJob = c, t
+		}
 	}
-	return nil, nil
+	return first, firstJob
 }
 
 func checkKey(queue, key string) error {

@@ -778,9 +778,9 @@ local function in_scope(st, scope)
   return false
 end
 
--- The classes of claims an insert reads, in the order it prefers a twin (a
--- queued one first, for UniqueReplace); after them, the bare key of a claim
--- stored before classes.
+-- The classes of claims an insert reads, in the order it prefers a twin
+-- among queued ones (UniqueReplace), then among others; after them, the
+-- bare key of a claim stored before classes.
 local TWIN_SCOPES = {'queued', 'until_done', 'period', 'running'}
 
 -- The twin an insert of unique key u with scope (and period, ms) conflicts
@@ -790,35 +790,42 @@ local TWIN_SCOPES = {'queued', 'until_done', 'period', 'running'}
 -- claim until it lapses, whatever became of its job; any other while its
 -- job has the key and is in its own scope's states, which a claim released
 -- in the step that takes its job out of them always is, but a claim stored
--- before classes may not be.
+-- before classes may not be. Of several twins, a queued one is returned
+-- (for UniqueReplace), else the first in TWIN_SCOPES order.
 local function twin(u, scope, period, now)
   local cs = redis.call('HMGET', U, claim_field(u, 'queued'), claim_field(u, 'until_done'),
     claim_field(u, 'period'), claim_field(u, 'running'), u)
+  local first_id, first_v -- the first twin found, if none is queued
   for i = 1, #TWIN_SCOPES + 1 do
     local c, class = cs[i], TWIN_SCOPES[i]
     if c and not lapsed(class and claim_field(u, class) or u, c, now) then
       local expiry, at, id = claim_parts(c)
       local v = load_job(J .. id)
+      local conflict = false
       if expiry > 0 then
         if scope == 'period' then
           -- Made less than this insert's period ago (a period claim that
           -- does not say when it was made conflicts while it lasts), by a
           -- job of u if it is still there: the bare field of a key p:x is
           -- also the field of x's period claim.
-          if (not v or v[FI.ukey] == u) and (not at or at + period > now) then return id, v end
-        elseif v and v[FI.ukey] == u and in_scope(v[FI.state], scope) then
-          return id, v
+          conflict = (not v or v[FI.ukey] == u) and (not at or at + period > now)
+        else
+          conflict = v and v[FI.ukey] == u and in_scope(v[FI.state], scope)
         end
       elseif v and v[FI.ukey] == u and in_scope(v[FI.state], class or v[FI.uscope]) then
         if scope == 'period' then
-          if tonumber(v[FI.created]) + period > now then return id, v end
-        elseif in_scope(v[FI.state], scope) then
-          return id, v
+          conflict = tonumber(v[FI.created]) + period > now
+        else
+          conflict = in_scope(v[FI.state], scope)
         end
+      end
+      if conflict then
+        if v and QUEUED[v[FI.state]] then return id, v end
+        if not first_id then first_id, first_v = id, v end
       end
     end
   end
-  return nil
+  return first_id, first_v
 end
 
 -- The state of concurrency key k: {active (0|1), limit (-1 if unknown),
