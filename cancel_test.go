@@ -2,7 +2,9 @@ package baton_test
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,4 +220,68 @@ func TestJobCancelHeardWhileLeaseInFlight(t *testing.T) {
 		waitState(t, c, "default", ids[0], baton.JobStateCancelled)
 		require.Less(t, time.Since(asked), 2*time.Second, "the cancel waited for a heartbeat")
 	})
+}
+
+// tapOneQueue taps the notices of one queue only (tappedNotices hands
+// every queue's listener the same channel), and fails that queue's
+// finishes while failing is set: its backend node is down.
+type tapOneQueue struct {
+	*heldReplies
+	queue   string
+	failing atomic.Bool
+}
+
+func (d *tapOneQueue) QueueListen(ctx context.Context, p *batondriver.QueueParams) (batondriver.QueueListener, error) {
+	if p.Queue != d.queue {
+		return d.tappedNotices.JobDriver.QueueListen(ctx, p)
+	}
+	return d.heldReplies.QueueListen(ctx, p)
+}
+
+func (d *tapOneQueue) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	if p.Queue == d.queue && d.failing.Load() {
+		return nil, errors.New("node down")
+	}
+	return d.heldReplies.JobFinish(ctx, p)
+}
+
+// A job a fetch brings whose cancel was heard while the fetch was out goes
+// back from a call of its own: while that call fails and retries (the
+// queue's node is down), the dispatcher goes on fetching the other queues.
+func TestJobCancelHeardInFetchHoldsNoOtherQueue(t *testing.T) {
+	t.Parallel()
+	d := &tapOneQueue{queue: "a",
+		heldReplies: &heldReplies{tappedNotices: tapNotices(newJobDriver(t)), held: make(chan struct{}, 1), release: make(chan struct{})}}
+	d.armed.Store(true)
+	started := make(chan string, 10)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		started <- job.ID
+		return nil
+	}), nil)
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 2, Logger: quiet, PollInterval: 5 * time.Second,
+		Queues: []baton.QueueConfig{{Name: "a"}, {Name: "b"}}})
+	require.NoError(t, err)
+	ctx := t.Context()
+	j, err := c.Insert(ctx, webhookArgs{Customer: "x"}, &baton.InsertOpts{Queue: "a"})
+	require.NoError(t, err)
+	start(t, c)
+	t.Cleanup(func() { d.failing.Store(false) }) // before Stop
+	<-d.held
+	_, err = c.JobCancel(ctx, "a", j.Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, j.Job.ID, recv(t, d.forwarded, "the cancel notice").Cancel)
+	d.inject(batondriver.QueueNotice{Key: "nobody"}) // the client has acted on the cancel
+	d.failing.Store(true)
+	close(d.release)
+	k, err := c.Insert(ctx, webhookArgs{Customer: "y"}, &baton.InsertOpts{Queue: "b"})
+	require.NoError(t, err)
+	select {
+	case id := <-started:
+		require.Equal(t, k.Job.ID, id, "the cancelled job ran")
+	case <-time.After(2 * time.Second):
+		t.Fatal("queue b's job waited for queue a's give-back to be recorded")
+	}
+	d.failing.Store(false)
+	waitState(t, c, "a", j.Job.ID, baton.JobStateCancelled)
 }

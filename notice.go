@@ -140,11 +140,22 @@ func (r *runner) recall(queue string, n batondriver.QueueNotice) {
 // outcome's: the job ahead's outcome may hand one its slot first.
 func (r *runner) giveBackChained(queue string, rows []*JobRow) {
 	back := make([]*batondriver.JobFinish, len(rows))
-	r.mu.Lock()
 	for i, row := range rows {
 		back[i] = giveBack(row)
+	}
+	r.giveBackAside(queue, back)
+}
+
+// giveBackAside records back, outcomes that give back leased jobs of
+// queue unrun, in one call on a goroutine of its own that Stop waits for;
+// until it is recorded the heartbeat renews their leases (recording).
+// Called by a loop (the listener, the dispatcher), before Stop waits.
+func (r *runner) giveBackAside(queue string, back []*batondriver.JobFinish) {
+	r.mu.Lock()
+	for _, f := range back {
 		ctx, cancel := context.WithCancelCause(context.Background())
-		r.recording[back[i]] = &execution{queue: queue, row: row, ctx: ctx, cancel: cancel, returned: true}
+		row := &JobRow{ID: f.ID, Lease: f.Lease} // all the heartbeat reads
+		r.recording[f] = &execution{queue: queue, row: row, ctx: ctx, cancel: cancel, returned: true}
 	}
 	r.mu.Unlock()
 	r.givingBack.Go(func() { r.finish(queue, back, 0, nil, nil) })

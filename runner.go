@@ -461,13 +461,14 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 			r.log.Info("baton: took back jobs whose leases expired", "queue", queue, "count", res.Recovered)
 		}
 		next = earliest(next, res.NextRunAt)
-		// Nothing comes back here from a driver that keeps JobFetch's
-		// contract: a fetch chains jobs only behind the jobs it leases,
-		// which launch starts first, and the dispatcher is done before
-		// Stop sets stopping. So this finish, which would hold the rounds
-		// up for as long as it takes, is never made in practice.
+		// What comes back here is the jobs whose cancel was heard while
+		// the fetch was out (a fetch chains jobs only behind the jobs it
+		// leases, which launch starts first, and the dispatcher is done
+		// before Stop sets stopping). Their call goes out aside: retried
+		// while the queue's backend cannot be reached, it must hold up
+		// neither the rounds nor the other queues.
 		if _, back := r.launch(queue, res.Jobs, sent, false); len(back) > 0 {
-			r.finish(queue, back, 0, nil, nil)
+			r.giveBackAside(queue, back)
 		}
 		if res.More && !upkeep {
 			// The queue has more jobs than it was asked for: a worker
