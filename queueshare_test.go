@@ -138,3 +138,46 @@ func TestMaxWorkersTakesNoWakeupWhileFull(t *testing.T) {
 			"the queue still waits for its inserts with its whole share")
 	})
 }
+
+// A queue working alone with its whole share, its workers handed their
+// next jobs by the finishes (which do no upkeep), still has its upkeep
+// fetches, as a full pool has: a job scheduled in it is admitted when it
+// comes due, not once the backlog has drained.
+func TestMaxWorkersFullQueueKeepsUpkeep(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		var begun atomic.Int64
+		due := make(chan int64, 1)
+		w := baton.NewWorkers()
+		baton.AddWorker(w, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			if job.Args.N < 0 {
+				due <- begun.Load()
+				return nil
+			}
+			begun.Add(1)
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return nil
+		}), nil)
+		c, err := baton.NewClient(newJobDriver(t), &baton.Config{
+			Workers: w, Concurrency: 2, Logger: quiet, PollInterval: time.Minute,
+			Queues: []baton.QueueConfig{{Name: "s", MaxWorkers: 1}},
+		})
+		require.NoError(t, err)
+		ctx := context.Background()
+		const backlog = 150
+		jobs := make([]*baton.InsertManyParams, backlog)
+		for i := range jobs {
+			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{N: i}, Opts: &baton.InsertOpts{Queue: "s", Priority: 5}}
+		}
+		_, err = c.InsertMany(ctx, jobs)
+		require.NoError(t, err)
+		_, err = c.Insert(ctx, webhookArgs{N: -1}, &baton.InsertOpts{Queue: "s", Delay: 200 * time.Millisecond})
+		require.NoError(t, err)
+		start(t, c)
+		n := recv(t, due, "the scheduled job's start")
+		require.Less(t, n, int64(backlog/2), "the scheduled job waited for the backlog to drain")
+	})
+}

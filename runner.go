@@ -387,10 +387,11 @@ func (r *runner) dispatch() {
 }
 
 // fetchRound asks the queues in order for as many jobs as there are free
-// workers, each at most for its share (QueueConfig.MaxWorkers): a queue
-// that has its whole share is passed over. With none free when the round began (upkeep) it still fetches,
-// for no job: the finishes hand busy workers their next jobs, but only a
-// fetch admits due jobs, takes back expired leases and sweeps. It returns
+// workers, each at most for its share (QueueConfig.MaxWorkers). With none
+// free when the round began (upkeep) it still fetches, for no job, and so
+// it does for a queue that has its whole share: the finishes hand busy
+// workers their next jobs, but only a fetch admits due jobs, takes back
+// expired leases and sweeps. It returns
 // the earliest scheduled time seen (or time to ask again a queue whose
 // fetch failed) and whether a queue had more jobs available than it was
 // asked for. A queue whose fetch failed is asked again only after a
@@ -403,17 +404,18 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 	// round, which asks the queues in order (StrictPriority).
 	for _, queue := range r.order() {
 		free, room := 0, 0
+		full := upkeep
 		if !upkeep {
 			free, room = r.workersFor(queue)
 			if free == 0 {
 				return next, more // this round's fetches took every worker
 			}
-			if room == 0 {
-				// The queue has its whole share (MaxWorkers): the free
-				// workers go to the others. A worker of its that frees
-				// wakes the next round.
-				continue
-			}
+			// A queue with its whole share (MaxWorkers) leases nothing:
+			// the free workers go to the others, and a worker of its that
+			// frees wakes the next round. It still has its upkeep, as in a
+			// full pool: working alone, its workers are handed their next
+			// jobs by finishes, which admit no due job.
+			full = room == 0
 		}
 		if r.fetchCtx.Err() != nil {
 			return next, more
@@ -456,7 +458,9 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 			continue
 		}
 		delete(r.backoffs, queue)
-		more = more || res.More
+		if !full || upkeep {
+			more = more || res.More // a full queue's jobs wait for its workers
+		}
 		if res.Recovered > 0 {
 			r.log.Info("baton: took back jobs whose leases expired", "queue", queue, "count", res.Recovered)
 		}
@@ -470,7 +474,7 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 		if _, back := r.launch(queue, res.Jobs, sent, false); len(back) > 0 {
 			r.giveBackAside(queue, back)
 		}
-		if res.More && !upkeep {
+		if res.More && !full {
 			// The queue has more jobs than it was asked for: a worker
 			// freed meanwhile goes to it in the next round, not to the
 			// queues after it (StrictPriority; a weighted order is drawn
