@@ -275,6 +275,12 @@ type JobRow struct {
 	// keeps it; one that ended cancelled does not (it is ended, and a
 	// retry runs it anew).
 	CancelRequestedAt time.Time
+
+	// Output is what the latest run that completed recorded
+	// (JobFinish.Output: JSON, at most MaxOutputLen bytes), nil if none
+	// did. JobGet and JobList fill it in; the rows other calls return
+	// leave it nil.
+	Output []byte
 }
 
 // AttemptError is the error of one failed attempt.
@@ -288,6 +294,9 @@ type AttemptError struct {
 const (
 	MaxPriority = 9
 	MaxErrors   = 10
+	// MaxOutputLen is the most bytes of output one job keeps
+	// (JobFinish.Output).
+	MaxOutputLen = 64 << 10
 )
 
 // JobInsertParams are the parameters of JobInsert.
@@ -519,6 +528,30 @@ type JobFinish struct {
 	// stop and a restart keep each key's order. A plain Snooze admits the
 	// job again behind its key's parked jobs.
 	GiveBack bool
+	// Output, if not empty, is stored with the job (JobRow.Output) by a
+	// Completed or an Again outcome, in place of any output an earlier
+	// run stored; JSON of at most MaxOutputLen bytes. Other outcomes
+	// take none.
+	Output []byte
+}
+
+// CheckFinish reports an ErrBadParams error for an outcome that
+// CheckGiveBack refuses, or whose Output is over MaxOutputLen bytes or
+// set on an outcome that takes none. Drivers call it.
+func CheckFinish(f *JobFinish) error {
+	if err := CheckGiveBack(f); err != nil {
+		return err
+	}
+	if len(f.Output) == 0 {
+		return nil
+	}
+	if f.Outcome != JobOutcomeCompleted && f.Outcome != JobOutcomeAgain {
+		return fmt.Errorf("%w: Output is stored by a %s or an %s outcome, not a %s", ErrBadParams, JobOutcomeCompleted, JobOutcomeAgain, f.Outcome)
+	}
+	if len(f.Output) > MaxOutputLen {
+		return fmt.Errorf("%w: Output of %d bytes, over MaxOutputLen (%d)", ErrBadParams, len(f.Output), MaxOutputLen)
+	}
+	return nil
 }
 
 // CheckGiveBack reports an ErrBadParams error for an outcome that sets

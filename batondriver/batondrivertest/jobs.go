@@ -944,6 +944,87 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		}
 	})
 
+	// A completion stores its output, read back by JobGet and JobList;
+	// a run again (Again) keeps it until a later completion brings
+	// another; no other outcome takes one, and none over MaxOutputLen.
+	t.Run("Output", func(t *testing.T) {
+		f := newJobFixture(t, newDriver)
+		withOutput := func(row *batondriver.JobRow, o batondriver.JobOutcome, out string) *batondriver.JobFinish {
+			fin := outcome(row, o, "", time.Time{})
+			fin.Output = []byte(out)
+			return fin
+		}
+		rows := f.insert(newJob(), newJob(), newJob(), newJob())
+		got := f.fetch(4).Jobs
+		require.Len(t, got, 4)
+		byID := map[string]*batondriver.JobRow{}
+		for _, r := range got {
+			require.Nil(t, r.Output, "a fetch's rows carry no output")
+			byID[r.ID] = r
+		}
+		a, b, c, d := byID[rows[0].ID], byID[rows[1].ID], byID[rows[2].ID], byID[rows[3].ID]
+
+		for name, fin := range map[string]*batondriver.JobFinish{
+			"retry":    withOutput(a, batondriver.JobOutcomeRetry, `{"n":0}`),
+			"snooze":   withOutput(a, batondriver.JobOutcomeSnooze, `{"n":0}`),
+			"cancel":   withOutput(a, batondriver.JobOutcomeCancel, `{"n":0}`),
+			"dead":     withOutput(a, batondriver.JobOutcomeDead, `{"n":0}`),
+			"too long": withOutput(a, batondriver.JobOutcomeCompleted, `"`+strings.Repeat("x", batondriver.MaxOutputLen-1)+`"`),
+		} {
+			_, err := f.d.JobFinish(f.ctx, &batondriver.JobFinishParams{Queue: f.queue, Finished: []*batondriver.JobFinish{fin}, Retention: time.Hour})
+			require.ErrorIs(t, err, batondriver.ErrBadParams, name)
+		}
+		require.Equal(t, running, f.get(a.ID).State, "a refused call records nothing")
+
+		long := `"` + strings.Repeat("x", batondriver.MaxOutputLen-2) + `"`
+		require.Empty(t, f.finish(time.Hour,
+			withOutput(a, batondriver.JobOutcomeCompleted, `{"n":1}`),
+			withOutput(b, batondriver.JobOutcomeAgain, `{"n":2}`),
+			withOutput(c, batondriver.JobOutcomeCompleted, long),
+			outcome(d, batondriver.JobOutcomeCompleted, "", time.Time{})))
+		require.JSONEq(t, `{"n":1}`, string(f.get(a.ID).Output))
+		require.Equal(t, long, string(f.get(c.ID).Output), "MaxOutputLen bytes")
+		require.Nil(t, f.get(d.ID).Output, "no output recorded")
+		rb := f.get(b.ID)
+		require.Equal(t, available, rb.State)
+		require.JSONEq(t, `{"n":2}`, string(rb.Output), "an Again's output, kept while it waits to run again")
+		outs := map[string]string{}
+		for _, r := range f.list(completed, 0, 0).Jobs {
+			outs[r.ID] = string(r.Output)
+		}
+		require.Equal(t, map[string]string{a.ID: `{"n":1}`, c.ID: long, d.ID: ""}, outs, "JobList reads the outputs")
+		res := f.list(available, 0, 0)
+		require.Len(t, res.Jobs, 1)
+		require.JSONEq(t, `{"n":2}`, string(res.Jobs[0].Output))
+
+		// b's next run completes with none: its output stays; the one
+		// after brings another.
+		rb = f.fetchOne(time.Minute)
+		require.Equal(t, b.ID, rb.ID)
+		f.complete(rb)
+		require.JSONEq(t, `{"n":2}`, string(f.get(b.ID).Output))
+		e := f.insertOne(newJob())
+		re := f.fetchOne(time.Minute)
+		require.Equal(t, e.ID, re.ID)
+		require.Empty(t, f.finish(time.Hour, withOutput(re, batondriver.JobOutcomeAgain, `"first"`)))
+		re = f.fetchOne(time.Minute)
+		require.Empty(t, f.finish(time.Hour, withOutput(re, batondriver.JobOutcomeCompleted, `"second"`)))
+		require.Equal(t, `"second"`, string(f.get(e.ID).Output))
+
+		// An Again of a job whose cancel was requested ends it cancelled,
+		// its output not stored.
+		g := f.insertOne(newJob())
+		rg := f.fetchOne(time.Minute)
+		require.Equal(t, g.ID, rg.ID)
+		_, err := f.cancel(g.ID)
+		require.NoError(t, err)
+		require.Empty(t, f.finish(time.Hour, withOutput(rg, batondriver.JobOutcomeAgain, `"lost"`)))
+		rg = f.get(g.ID)
+		require.Equal(t, cancelled, rg.State)
+		require.Nil(t, rg.Output)
+		require.NotContains(t, rg.Errors[len(rg.Errors)-1].Error, "lost", "the output is not the cancel's error")
+	})
+
 	t.Run("RetryWithoutAttemptsIsDead", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
 		f.insertOne(withJob(func(j *batondriver.JobInsert) { j.MaxAttempts = 1 }))

@@ -102,6 +102,9 @@ type job struct {
 	// cancelReason is, while a cancel is requested (row.CancelRequestedAt),
 	// the request's reason.
 	cancelReason string
+	// output is what the latest completed run recorded (JobRow.Output),
+	// which only adminRow copies.
+	output []byte
 }
 
 // jobWaiter is one JobWait call. granted is set, and ch signalled, when an
@@ -297,6 +300,13 @@ func (j *job) copyRow() *batondriver.JobRow {
 	r.Metadata = bytes.Clone(r.Metadata)
 	r.Errors = slices.Clone(r.Errors)
 	return &r
+}
+
+// adminRow is copyRow with the job's output, for JobGet and JobList.
+func (j *job) adminRow() *batondriver.JobRow {
+	r := j.copyRow()
+	r.Output = bytes.Clone(j.output)
+	return r
 }
 
 // wake adds n tokens (capped) and hands them to waiters, first come first
@@ -915,7 +925,7 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		default:
 			return nil, badParams("outcome #%d: unknown outcome %q", i, f.Outcome)
 		}
-		if err := batondriver.CheckGiveBack(f); err != nil {
+		if err := batondriver.CheckFinish(f); err != nil {
 			return nil, fmt.Errorf("outcome #%d: %w", i, err)
 		}
 	}
@@ -985,6 +995,9 @@ func (d *Driver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) 
 		if j.cancelRequested() && f.Outcome != batondriver.JobOutcomeCompleted {
 			q.cancelled(j, f.Error, now) // every outcome but a completion
 			continue
+		}
+		if len(f.Output) > 0 { // a Completed or an Again (CheckFinish)
+			j.output = bytes.Clone(f.Output)
 		}
 		switch f.Outcome {
 		case batondriver.JobOutcomeCompleted:
@@ -1076,7 +1089,7 @@ func (d *Driver) JobGet(ctx context.Context, p *batondriver.JobGetParams) (*bato
 		return nil, err
 	}
 	defer unlock()
-	return j.copyRow(), nil
+	return j.adminRow(), nil
 }
 
 // JobList implements batondriver.JobDriver. Available jobs are listed in
@@ -1109,7 +1122,7 @@ func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*ba
 		i := 0
 		for e := k.parked.Front(); e != nil && len(res.Jobs) < limit; e = e.Next() {
 			if i >= p.Offset {
-				res.Jobs = append(res.Jobs, e.Value.(*job).copyRow())
+				res.Jobs = append(res.Jobs, e.Value.(*job).adminRow())
 			}
 			i++
 		}
@@ -1129,7 +1142,7 @@ func (d *Driver) JobList(ctx context.Context, p *batondriver.JobListParams) (*ba
 	}
 	if p.Offset < len(all) {
 		for _, j := range all[p.Offset:min(p.Offset+limit, len(all))] {
-			res.Jobs = append(res.Jobs, j.copyRow())
+			res.Jobs = append(res.Jobs, j.adminRow())
 		}
 	}
 	return res, nil

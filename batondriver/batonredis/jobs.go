@@ -580,7 +580,7 @@ func (d *Driver) finish(ctx context.Context, p *batondriver.JobFinishParams) (*b
 		default:
 			return nil, jobErr(op, p.Queue, fmt.Errorf("%w: unknown outcome %q", batondriver.ErrBadParams, f.Outcome))
 		}
-		if err := batondriver.CheckGiveBack(f); err != nil {
+		if err := batondriver.CheckFinish(f); err != nil {
 			return nil, jobErr(op, p.Queue, fmt.Errorf("outcome #%d: %w", i, err))
 		}
 		ids[i] = f.ID
@@ -588,7 +588,11 @@ func (d *Driver) finish(ctx context.Context, p *batondriver.JobFinishParams) (*b
 		if f.GiveBack {
 			how = "2"
 		}
-		outcomes = append(outcomes, f.ID, f.Lease, string(f.Outcome), f.Error, dueArg(f.RunAt, f.Delay), how)
+		msg := f.Error
+		if f.Outcome == batondriver.JobOutcomeCompleted || f.Outcome == batondriver.JobOutcomeAgain {
+			msg = string(f.Output) // in the error's place, which they leave unused
+		}
+		outcomes = append(outcomes, f.ID, f.Lease, string(f.Outcome), msg, dueArg(f.RunAt, f.Delay), how)
 		jobKeys[i] = qk.job(f.ID)
 	}
 	call := d.leases.begin(qk.base, p.Queue, p.Fetch != nil || p.Chain)
@@ -645,11 +649,11 @@ func (d *Driver) JobGet(ctx context.Context, p *batondriver.JobGetParams) (*bato
 		return nil, jobErr(op, p.Queue, err)
 	}
 	c := d.client
-	arr, err := c.Do(ctx, c.B().Hmget().Key(d.queueKeys(p.Queue).job(p.ID)).Field(jobFields[:]...).Build()).ToArray()
+	arr, err := c.Do(ctx, c.B().Hmget().Key(d.queueKeys(p.Queue).job(p.ID)).Field(adminFields...).Build()).ToArray()
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
-	if len(arr) != len(jobFields) {
+	if len(arr) != len(adminFields) {
 		return nil, jobErr(op, p.Queue, fmt.Errorf("unexpected reply of %d elements", len(arr)))
 	}
 	if arr[fieldState].IsNil() {
@@ -928,10 +932,15 @@ func rows(queue string, arr []rueidis.RedisMessage) ([]*batondriver.JobRow, erro
 	return out, nil
 }
 
-// rowFrom converts the fields of job id, in the order of jobFields.
+// adminFields are jobFields and the output, which only JobGet and JobList
+// read (the transitions' replies leave it out: job_list.lua reads it).
+var adminFields = append(jobFields[:len(jobFields):len(jobFields)], "output")
+
+// rowFrom converts the fields of job id, in the order of jobFields, or of
+// adminFields.
 func rowFrom(queue, id string, f []rueidis.RedisMessage) (*batondriver.JobRow, error) {
-	if len(f) != len(jobFields) {
-		return nil, fmt.Errorf("job %q: %d fields, want %d", id, len(f), len(jobFields))
+	if len(f) != len(jobFields) && len(f) != len(adminFields) {
+		return nil, fmt.Errorf("job %q: %d fields, want %d or %d", id, len(f), len(jobFields), len(adminFields))
 	}
 	s := func(i int) string {
 		v, _ := f[i].ToString() // "" for nil
@@ -974,6 +983,11 @@ func rowFrom(queue, id string, f []rueidis.RedisMessage) (*batondriver.JobRow, e
 		CancelRequestedAt: t(fieldCancel),
 	}
 	row.Fence, _ = strconv.ParseInt(s(fieldFence), 10, 64)
+	if len(f) == len(adminFields) {
+		if v := s(len(jobFields)); v != "" {
+			row.Output = []byte(v)
+		}
+	}
 	if v := s(fieldArgs); v != "" {
 		row.Args = []byte(v)
 	}

@@ -17,7 +17,8 @@
 -- ARGV[7] the nonce of this call's record, ARGV[8] the lost calls to
 --         settle first, as for job_fetch.lua
 -- ARGV[6i+3..6i+8] for the i-th job: ID, lease, outcome (completed, retry,
---   snooze, cancel, dead, again), error, run_at in ms for retry, snooze and
+--   snooze, cancel, dead, again), error (for completed and again: the
+--   output to store, or ""), run_at in ms for retry, snooze and
 --   again ("0": now; "+d": d ms after now), "1" to unchain the job chained behind it, "2" to give
 --   the job back (a snooze until now or earlier: see give_back), else "0"
 --
@@ -152,6 +153,10 @@ for i = 1, #KEYS - first + 1 do
   local key = KEYS[first + i - 1]
   local a = 6 * i + 3
   local id, held, outcome, msg, run_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], due_at(ARGV[a + 4], now)
+  -- A completion's output (JobFinish.Output) comes in the error's place,
+  -- which a completion leaves unused.
+  local output = ''
+  if outcome == 'completed' or outcome == 'again' then output, msg = msg, '' end
   local v = redis.call('HMGET', key, unpack(OUTCOME_FIELDS))
   -- A chained job handed a slot earlier in this call holds it now, though
   -- its after still names the job ahead (lease clears it at the end).
@@ -183,7 +188,7 @@ for i = 1, #KEYS - first + 1 do
     -- Completed with neither concurrency key nor unique key (most
     -- outcomes): no slot to free, no claim to release.
     record(id)
-    complete(key, id)
+    complete(key, id, output ~= '' and {'output', output} or nil)
   else
     record(id)
     local attempt = tonumber(v[4])
@@ -194,6 +199,8 @@ for i = 1, #KEYS - first + 1 do
       -- again.
       outcome, msg = 'cancel', cancel_error(v[16], msg)
       put(x, 'cancel', '', 'cancel_reason', '')
+    elseif output ~= '' then
+      put(x, 'output', output) -- a completion's: by complete or again
     end
     if not hand_over(id, v, x, ARGV[a + 5] == '1') then release(avail, id, v[8]) end
     -- The job leaves running: a claim while running ends, and one held

@@ -14,7 +14,7 @@
 -- parked list, head first, the order its jobs will be promoted in
 --
 -- Returns {total, then per job its ID and the array of its fields (F in
--- joblib.lua)}.
+-- joblib.lua), then its output (adminFields in jobs.go)}.
 -- Available jobs are listed in fetch order (priority, then arrival: when
 -- they became available; LEGACY jobs after the listed ones of their
 -- priority); scheduled ones by
@@ -84,6 +84,9 @@ else
 end
 for _, id in ipairs(ids) do
   local v = load_job(J .. id)
-  if v then push_job(out, id, v) end
+  if v then
+    v[#F + 1] = redis.call('HGET', J .. id, 'output') -- the admin row's extra field
+    push_job(out, id, v)
+  end
 end
 return out
