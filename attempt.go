@@ -40,8 +40,12 @@ func (c *config) attemptTimeout(kind string) time.Duration {
 // returns.
 func (c *config) attempt(ctx context.Context, queue string, row *JobRow, timeout time.Duration) (*batondriver.JobFinish, error) {
 	began := time.Now()
-	err := c.run(ctx, row, timeout)
+	out := &attemptOutput{}
+	err := c.run(context.WithValue(ctx, outputKey{}, out), row, timeout)
 	f := c.outcome(ctx, queue, row, err)
+	if f != nil && (f.Outcome == JobOutcomeCompleted || f.Outcome == JobOutcomeAgain) {
+		f.Output = out.get() // RecordOutput's, stored by the completions
+	}
 	if c.OnJobEnd != nil {
 		ev := &JobEvent{ID: row.ID, Queue: queue, Kind: row.Kind, Key: row.Key, Fence: row.Fence, Outcome: JobOutcomeLost, Attempt: row.Attempt,
 			Wait: max(row.AttemptedAt.Sub(row.RunAt), 0), Run: time.Since(began), Err: err}

@@ -23,7 +23,8 @@
 //     context cancelled (cause ErrLeaseLost).
 //   - Failed jobs are retried with exponential backoff and jitter until their
 //     attempts are used up, then kept in the dead set with their errors.
-//     JobSnooze and JobCancel steer a job from its handler.
+//     JobSnooze and JobCancel steer a job from its handler, and
+//     RecordOutput keeps its result with the completed job.
 //   - Idle workers learn of a new job at once (one waiting process is woken
 //     per job, not all of them); scheduled jobs start when due.
 //   - Stop waits for running jobs, then returns those it had to cut off to

@@ -91,6 +91,35 @@ func ExampleQueueConfig() {
 	// most reports built at once: 1
 }
 
+// A handler's result, kept with its job: RecordOutput stores it as the
+// attempt completes, and JobGet returns it (as do `baton jobs show` and
+// the dashboard's job page) for as long as the completed job is kept.
+func ExampleRecordOutput() {
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[ReportArgs](func(ctx context.Context, job *baton.Job[ReportArgs]) error {
+		return baton.RecordOutput(ctx, map[string]any{"month": job.Args.Month, "rows": 1234})
+	}), &baton.WorkerOpts{Queue: "reports"})
+	client, _ := baton.NewClient(batonmem.New(), &baton.Config{
+		Workers: workers, Logger: quiet, Queues: []baton.QueueConfig{{Name: "reports"}},
+	})
+	ctx := context.Background()
+	_ = client.Start(ctx)
+	res, _ := client.Insert(ctx, ReportArgs{Month: "2026-10"}, nil)
+	for {
+		row, err := client.JobGet(ctx, "reports", res.Job.ID)
+		if err == nil && row.State == baton.JobStateCompleted {
+			fmt.Println("output:", string(row.Output))
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_ = client.Stop(ctx)
+	fmt.Println("outside a handler:", errors.Is(baton.RecordOutput(ctx, "x"), baton.ErrNoAttempt))
+	// Output:
+	// output: {"month":"2026-10","rows":1234}
+	// outside a handler: true
+}
+
 // A handler steers its job with what it returns.
 func ExampleJobSnooze() {
 	var calls atomic.Int32

@@ -75,8 +75,9 @@ type WorkResult[T baton.JobArgs] struct {
 	// Recorded is the job as the backend holds it once the outcome is
 	// recorded: its State (completed; scheduled for a retry or a later
 	// run, or available at once; dead once its attempts are used up;
-	// cancelled), its RunAt, Errors and Runs. nil only if the backend
-	// keeps it no more (Config.CompletedRetention negative).
+	// cancelled), its RunAt, Errors, Runs and the Output the handler
+	// recorded (baton.RecordOutput). nil only if the backend keeps it no
+	// more (Config.CompletedRetention negative).
 	Recorded *baton.JobRow
 }
 

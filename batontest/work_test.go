@@ -35,7 +35,7 @@ func TestWork(t *testing.T) {
 	var seenCtx context.Context
 	w := baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
 		seen, seenCtx = job, ctx
-		return nil
+		return baton.RecordOutput(ctx, map[string]string{"delivered": job.Args.Customer})
 	})
 	res := work(t, t.Context(), w, webhookArgs{Customer: "acme", Secret: "s3cret"}, &batontest.WorkOpts{
 		Worker: &baton.WorkerOpts{Queue: "hooks", Concurrency: byCustomer, MaxAttempts: 5},
@@ -45,6 +45,7 @@ func TestWork(t *testing.T) {
 	require.NoError(t, res.Err)
 	require.Equal(t, baton.JobOutcomeCompleted, res.Outcome)
 	require.Zero(t, res.Delay)
+	require.JSONEq(t, `{"delivered":"acme"}`, string(res.Recorded.Output), "the output the handler recorded")
 
 	job := res.Job
 	require.Len(t, job.ID, 26)
