@@ -297,6 +297,23 @@ func testJobsShow(t *testing.T, bin string) {
 	require.JSONEq(t, `{"to":"c@x"}`, string(j.Args))
 	require.NotNil(t, j.LeaseUntil)
 	require.NotContains(t, f.run("jobs", "show", f.running, "--json").stdout, "lease\"", "the lease is a secret")
+	require.Nil(t, j.Output)
+
+	// A completed job's output (baton.RecordOutput).
+	ctx := context.Background()
+	fetched, err := f.driver.JobFetch(ctx, &batondriver.JobFetchParams{Queue: "default", Max: 1, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, fetched.Jobs, 1)
+	done := fetched.Jobs[0]
+	_, err = f.driver.JobFinish(ctx, &batondriver.JobFinishParams{Queue: "default", Retention: time.Hour, Finished: []*batondriver.JobFinish{
+		{JobLease: batondriver.JobLease{ID: done.ID, Lease: done.Lease}, Outcome: batondriver.JobOutcomeCompleted, Output: []byte(`{"sent":true}`)},
+	}})
+	require.NoError(t, err)
+	r = f.run("jobs", "show", done.ID)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `Output:\s+\{"sent":true\}\n`, r.stdout)
+	f.runJSON(&j, "jobs", "show", done.ID)
+	require.JSONEq(t, `{"sent":true}`, string(j.Output))
 
 	r = f.run("jobs", "show", "01NOSUCHJOB0000000000000000")
 	require.Equal(t, exitNotFound, r.code)

@@ -54,6 +54,9 @@ type jobOut struct {
 	// CancelRequestedAt is when an admin asked the running job to stop
 	// (baton jobs cancel); omitted if never.
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	// Output is what the latest run that completed recorded
+	// (baton.RecordOutput); omitted if none did.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 func toJobOut(r *baton.JobRow) *jobOut {
@@ -65,7 +68,7 @@ func toJobOut(r *baton.JobRow) *jobOut {
 		FinishedAt: timePtr(r.FinishedAt), LeaseUntil: timePtr(r.LeaseUntil), Errors: r.Errors,
 		Key: r.Key, Limit: r.Limit, OnBusy: r.OnBusy, Fence: r.Fence,
 		Unique: r.Unique, UniqueScope: r.UniqueScope, Runs: r.Runs, ParkedAt: timePtr(r.ParkedAt),
-		CancelRequestedAt: timePtr(r.CancelRequestedAt),
+		CancelRequestedAt: timePtr(r.CancelRequestedAt), Output: rawJSON(r.Output),
 	}
 }
 
@@ -352,6 +355,9 @@ last parked. Without -q every queue is searched.`,
 				row(w, "Args:", string(j.Args))
 				if len(j.Metadata) > 0 {
 					row(w, "Metadata:", string(j.Metadata))
+				}
+				if len(j.Output) > 0 {
+					row(w, "Output:", string(j.Output))
 				}
 				if len(j.Errors) == 0 {
 					row(w, "Errors:", "none")
