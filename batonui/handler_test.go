@@ -286,6 +286,17 @@ func TestEscapesJobData(t *testing.T) {
 	_, err := e.client.Insert(context.Background(), rawArgs{"x", map[string]any{"note": evil}}, &baton.InsertOpts{Queue: "dead", Tags: []string{"<b>tag</b>"}})
 	require.NoError(t, err)
 	dead := e.finish("dead", batondriver.JobOutcomeDead, evil)
+	// A completed job whose output holds markup (baton.RecordOutput).
+	ctx := context.Background()
+	e.insert("done", "x", nil)
+	fetched, err := e.driver.JobFetch(ctx, &batondriver.JobFetchParams{Queue: "done", Max: 1, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, fetched.Jobs, 1)
+	out := fetched.Jobs[0]
+	_, err = e.driver.JobFinish(ctx, &batondriver.JobFinishParams{Queue: "done", Retention: time.Hour, Finished: []*batondriver.JobFinish{
+		{JobLease: batondriver.JobLease{ID: out.ID, Lease: out.Lease}, Outcome: batondriver.JobOutcomeCompleted, Output: []byte(`{"note":"` + evil + `"}`)},
+	}})
+	require.NoError(t, err)
 
 	pages := []string{
 		"/",
@@ -293,6 +304,7 @@ func TestEscapesJobData(t *testing.T) {
 		"/queues/default/jobs/" + j.ID,
 		"/queues/dead?state=dead",
 		"/queues/dead/jobs/" + dead.ID,
+		"/queues/done/jobs/" + out.ID,
 		"/dead",
 		"/locks?key=" + url.QueryEscape(evil),
 	}
@@ -311,6 +323,10 @@ func TestEscapesJobData(t *testing.T) {
 	require.Contains(t, body, "&lt;b&gt;tag&lt;/b&gt;")
 	body = e.get("/locks?key="+url.QueryEscape(evil), http.StatusOK)
 	require.Contains(t, body, "&lt;script&gt;alert(1)&lt;/script&gt;")
+	body = e.get("/queues/done/jobs/"+out.ID, http.StatusOK)
+	require.Contains(t, body, `<h2>Output</h2>`)
+	require.Regexp(t, `id="output">\{\s+&#34;note&#34;: &#34;&lt;script&gt;alert\(1\)&lt;/script&gt;&#34;\s+\}</pre>`, body, "the output, indented and escaped")
+	require.NotContains(t, e.get("/queues/default/jobs/"+j.ID, http.StatusOK), "<h2>Output</h2>", "no output recorded")
 }
 
 // TestEscapesRawArgs covers args that are not JSON-escaped: a job inserted

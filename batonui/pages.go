@@ -248,6 +248,7 @@ type jobData struct {
 	Job      *baton.JobRow
 	Args     string
 	Metadata string
+	Output   string // what the latest completed run recorded (baton.RecordOutput)
 	Timeline []event
 	Here     string // where to go after retrying it
 	Return   string // where to go after deleting it
@@ -266,6 +267,9 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(j.Metadata) > 0 {
 		d.Metadata = indentJSON(j.Metadata)
+	}
+	if len(j.Output) > 0 {
+		d.Output = indentJSON(j.Output)
 	}
 	h.render(w, r, http.StatusOK, "job", &view{Title: "Job " + j.ID, Nav: "overview", Data: d})
 }
