@@ -36,7 +36,7 @@
 //	baton locks show KEY                 a standalone lock's limit, holders and waiters
 //	baton schedules [-q QUEUE]           the recurring schedules the clients registered: queue,
 //	                                     kind, spec, last tick, next tick, when last seen
-//	baton processes                      the live worker processes: host, PID, name, running or
+//	baton processes [-q QUEUE]           the live worker processes: host, PID, name, running or
 //	                                     stopping, busy workers, queues, started, last beat
 //	baton functions prune                delete other Baton versions' job functions from Redis
 //	baton dash [--addr A] [--writable]   serve the dashboard (batonui) until interrupted

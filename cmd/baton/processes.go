@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,8 +38,9 @@ type processQueueOut struct {
 }
 
 func newProcessesCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "processes",
+	var queue string
+	cmd := &cobra.Command{
+		Use:   "processes [-q QUEUE]",
 		Short: "List the worker processes working the queues now",
 		Long: `List the live worker processes — the started clients on every machine — by host,
 then PID:
@@ -57,11 +59,17 @@ then PID:
 A started client records itself at once and renews its record every
 Config.ProcessTTL/3 (10s by default), with its busy workers then; it removes it
 when its Stop returns. A process that crashed or lost Redis drops out ProcessTTL
-(30s by default) after its last beat, by Redis's clock.`,
+(30s by default) after its last beat, by Redis's clock.
+
+With -q, only the processes that work QUEUE (their BUSY counts all their workers,
+whatever queue they serve).`,
 		RunE: a.action(0, 0, func(ctx context.Context, b *backend, _ []string) error {
 			list, err := b.client.ProcessList(ctx)
 			if err != nil {
 				return err
+			}
+			if queue != "" {
+				list = slices.DeleteFunc(list, func(p *baton.ProcessInfo) bool { return !works(p, queue) })
 			}
 			now := time.Now()
 			out := make([]*processOut, len(list))
@@ -72,6 +80,10 @@ when its Stop returns. A process that crashed or lost Redis drops out ProcessTTL
 				workers += p.Concurrency
 			}
 			return a.emit(map[string]any{"processes": out}, func(w io.Writer) {
+				if len(list) == 0 && queue != "" {
+					fmt.Fprintf(w, "no live process works %s: started clients list themselves here while they run\n", queue)
+					return
+				}
 				if len(list) == 0 {
 					fmt.Fprintln(w, "no live processes: started clients list themselves here while they run")
 					return
@@ -91,10 +103,21 @@ when its Stop returns. A process that crashed or lost Redis drops out ProcessTTL
 				if len(list) == 1 {
 					noun = "process"
 				}
+				if queue != "" {
+					fmt.Fprintf(w, "(%d %s working %s, %d of %d workers busy)\n", len(list), noun, queue, busy, workers)
+					return
+				}
 				fmt.Fprintf(w, "(%d %s, %d of %d workers busy)\n", len(list), noun, busy, workers)
 			})
 		}),
 	}
+	queueFlag(cmd, &queue)
+	return cmd
+}
+
+// works reports whether p works queue.
+func works(p *baton.ProcessInfo, queue string) bool {
+	return slices.ContainsFunc(p.Queues, func(q baton.QueueConfig) bool { return q.Name == queue })
 }
 
 func toProcessOut(p *baton.ProcessInfo) *processOut {

@@ -90,6 +90,19 @@ func testProcesses(t *testing.T, bin string) {
 	require.Regexp(t, `^zz-web-2\s+77\s+-\s+stopping\s+3/5\s+mail,max=2 > default\s+\d+(ms|s) ago\s+\d+(ms|s) ago\s+v9\.9\.9\s+0123456789abcdef$`, thereLine)
 	require.Equal(t, "(2 processes, 3 of 25 workers busy)", lines[3])
 
+	// -q: the processes that work one queue.
+	f.runJSON(&out, "processes", "-q", "mail")
+	require.Len(t, out.Processes, 1)
+	require.Equal(t, "zz-web-2", out.Processes[0].Host)
+	r = f.run("processes", "-q", "critical")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "billing")
+	require.NotContains(t, r.stdout, "zz-web-2")
+	require.Contains(t, r.stdout, "(1 process working critical, 0 of 20 workers busy)")
+	r = f.run("processes", "--queue", "nobody")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, "no live process works nobody: started clients list themselves here while they run\n", r.stdout)
+
 	// Stopped, the client is gone at once.
 	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
