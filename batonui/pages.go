@@ -187,6 +187,9 @@ type queueData struct {
 	Jobs   []*baton.JobRow
 	Pager  pager
 	Return string
+	// Workers are the live processes that work the queue, with their
+	// workers added up; nil if the list could not be read.
+	Workers *processesData
 }
 
 func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
@@ -216,6 +219,11 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &queueData{Stats: st, State: state, Tab: string(state), Jobs: jobs, Pager: h.newPager(r, page, total, len(jobs)), Return: h.here(r)}
+	// A queue nobody works is worth saying; a failed read of the list
+	// only leaves the line out.
+	if list, err := h.client.ProcessList(r.Context()); err == nil {
+		d.Workers = workingProcesses(list, name)
+	}
 	h.render(w, r, http.StatusOK, "queue", &view{Title: "Queue " + name, Nav: "overview", Data: d})
 }
 

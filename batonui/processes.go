@@ -1,7 +1,9 @@
 package batonui
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/batonhq/baton"
 )
@@ -9,23 +11,44 @@ import (
 // processesData is the processes page: the live worker processes
 // (Client.ProcessList), with their workers added up.
 type processesData struct {
+	Queue     string // with ?queue=, the processes that work it alone
 	Processes []*baton.ProcessInfo
-	Busy      int // workers in use, over every process
-	Workers   int // workers, over every process
+	Busy      int // workers in use, over the processes listed
+	Workers   int // workers, over the processes listed
 }
 
-// processes lists the live worker processes.
+// processes lists the live worker processes, or with ?queue= those that
+// work one queue.
 func (h *handler) processes(w http.ResponseWriter, r *http.Request) {
+	queue := r.URL.Query().Get("queue")
+	if queue != "" && baton.CheckQueueName(queue) != nil {
+		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Bad queue name %q.", queue))
+		return
+	}
 	h.sampleIfDue(r.Context())
 	list, err := h.client.ProcessList(r.Context())
 	if err != nil {
 		h.backendError(w, r, err)
 		return
 	}
-	d := &processesData{Processes: list}
+	title := "Processes"
+	if queue != "" {
+		title += " working " + queue
+	}
+	h.render(w, r, http.StatusOK, "processes", &view{Title: title, Nav: "processes", Data: workingProcesses(list, queue)})
+}
+
+// workingProcesses returns the processes of list that work queue (all
+// of them for ""), with their workers added up.
+func workingProcesses(list []*baton.ProcessInfo, queue string) *processesData {
+	d := &processesData{Queue: queue}
 	for _, p := range list {
+		if queue != "" && !slices.ContainsFunc(p.Queues, func(q baton.QueueConfig) bool { return q.Name == queue }) {
+			continue
+		}
+		d.Processes = append(d.Processes, p)
 		d.Busy += p.Busy
 		d.Workers += p.Concurrency
 	}
-	h.render(w, r, http.StatusOK, "processes", &view{Title: "Processes", Nav: "processes", Data: d})
+	return d
 }

@@ -65,6 +65,21 @@ func TestProcessesPage(t *testing.T) {
 	require.NotContains(t, body, "<script>alert")
 	require.Regexp(t, regexp.MustCompile(`<td class="mono">[0-9a-f]{16}</td>`), body, "the started client's ID")
 
+	// ?queue=: the processes that work one queue; a queue page says who
+	// works it, or that nobody does.
+	body = e.get("/processes?queue=mail", http.StatusOK)
+	require.Contains(t, body, `<strong>1</strong> process, <strong>3</strong> of 5 workers busy.`)
+	require.Contains(t, body, `<td>web-2</td>`)
+	require.NotContains(t, body, "billing")
+	require.Contains(t, body, `<a href="/admin/processes">All processes</a>`)
+	require.Contains(t, e.get("/processes?queue=nobody", http.StatusOK), "No live process works nobody")
+	e.get("/processes?queue=bad%20name", http.StatusBadRequest)
+	_, err = e.client.Insert(ctx, pingArgs{}, &baton.InsertOpts{Queue: "orphans"})
+	require.NoError(t, err)
+	require.Contains(t, e.get("/queues/orphans", http.StatusOK), "<strong>No live process works this queue</strong>")
+	require.Contains(t, e.get("/queues/critical", http.StatusOK),
+		`Worked by <a href="/admin/processes?queue=critical">1 live process</a>, 0 of its 20 workers busy.`)
+
 	// Stopped, the client is gone from the page at once.
 	require.NoError(t, c.Stop(ctx))
 	body = e.get("/processes", http.StatusOK)
