@@ -60,8 +60,8 @@ func TestKeysPages(t *testing.T) {
 	parked2 := e.insertKeyed("q", evilKey, 1, "")
 	parked3 := e.insertKeyed("q", evilKey, 1, "")
 	holder := e.insertKeyed("q", "customer:42", 2, "")
-	dropped := e.insertKeyed("q", "customer:7", 1, baton.OnBusyDrop)
-	dropped = e.insertKeyed("q", "customer:7", 1, baton.OnBusyDrop) // its twin holds the slot
+	e.insertKeyed("q", "customer:7", 1, baton.OnBusyDrop)
+	dropped := e.insertKeyed("q", "customer:7", 1, baton.OnBusyDrop) // its twin holds the slot
 	require.Equal(t, baton.JobStateDropped, dropped.State)
 	require.Equal(t, baton.JobStateParked, parked.State)
 
