@@ -223,6 +223,13 @@ func exerciseCancel(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 		{"Again", func(r *batondriver.JobRow) *batondriver.JobFinish {
 			return outcome(r, batondriver.JobOutcomeAgain, "", time.Time{})
 		}, "", cancelled, 1},
+		// An Again's own error follows the reason as any outcome's does,
+		// its output (JobFinish.Output) neither stored nor taken for it.
+		{"AgainWithErrorAndOutput", func(r *batondriver.JobRow) *batondriver.JobFinish {
+			fin := outcome(r, batondriver.JobOutcomeAgain, "why", time.Time{})
+			fin.Output = []byte(`"out"`)
+			return fin
+		}, "why", cancelled, 1},
 		{"Cancel", func(r *batondriver.JobRow) *batondriver.JobFinish {
 			return outcome(r, batondriver.JobOutcomeCancel, "stopped", time.Time{})
 		}, "stopped", cancelled, 1},
@@ -251,6 +258,7 @@ func exerciseCancel(t *testing.T, newDriver func(t *testing.T) batondriver.JobDr
 				require.Equal(t, o.attempt, g.Errors[0].Attempt)
 			}
 			require.Equal(t, o.attempt, g.Attempt)
+			require.Nil(t, g.Output, "an outcome the cancel request turns stores no output")
 			f.requireState(available, p.ID)
 			f.requireKey(k, []string{p.ID}, 0, 0)
 			f.requireKeyFree(u)

@@ -568,7 +568,7 @@ func (d *Driver) finish(ctx context.Context, p *batondriver.JobFinishParams) (*b
 		waits = d.clocks.deadline(ctx, p.Queue)
 	}
 	qk := d.queueKeys(p.Queue)
-	outcomes := make([]string, 0, 6*len(p.Finished))
+	outcomes := make([]string, 0, 7*len(p.Finished))
 	jobKeys := make([]string, len(p.Finished))
 	for i, f := range p.Finished {
 		if f == nil || f.ID == "" || f.Lease == "" {
@@ -588,11 +588,9 @@ func (d *Driver) finish(ctx context.Context, p *batondriver.JobFinishParams) (*b
 		if f.GiveBack {
 			how = "2"
 		}
-		msg := f.Error
-		if f.Outcome == batondriver.JobOutcomeCompleted || f.Outcome == batondriver.JobOutcomeAgain {
-			msg = string(f.Output) // in the error's place, which they leave unused
-		}
-		outcomes = append(outcomes, f.ID, f.Lease, string(f.Outcome), msg, dueArg(f.RunAt, f.Delay), how)
+		// The output has an argument of its own: an Again's error is
+		// recorded when a cancel request turns it into a cancel.
+		outcomes = append(outcomes, f.ID, f.Lease, string(f.Outcome), f.Error, dueArg(f.RunAt, f.Delay), how, string(f.Output))
 		jobKeys[i] = qk.job(f.ID)
 	}
 	call := d.leases.begin(qk.base, p.Queue, p.Fetch != nil || p.Chain)

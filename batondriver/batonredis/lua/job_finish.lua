@@ -16,11 +16,11 @@
 --         recorded but no job is leased or chained (see job_fetch.lua)
 -- ARGV[7] the nonce of this call's record, ARGV[8] the lost calls to
 --         settle first, as for job_fetch.lua
--- ARGV[6i+3..6i+8] for the i-th job: ID, lease, outcome (completed, retry,
---   snooze, cancel, dead, again), error (for completed and again: the
---   output to store, or ""), run_at in ms for retry, snooze and
+-- ARGV[7i+2..7i+8] for the i-th job: ID, lease, outcome (completed, retry,
+--   snooze, cancel, dead, again), error, run_at in ms for retry, snooze and
 --   again ("0": now; "+d": d ms after now), "1" to unchain the job chained behind it, "2" to give
---   the job back (a snooze until now or earlier: see give_back), else "0"
+--   the job back (a snooze until now or earlier: see give_back), else "0",
+--   and the output to store (completed and again; "" for none)
 --
 -- Returns {the number of stale outcomes, their 1-based indexes, the
 -- indexes of the lost calls left unsettled (an array), then per job leased
@@ -151,12 +151,11 @@ end
 
 for i = 1, #KEYS - first + 1 do
   local key = KEYS[first + i - 1]
-  local a = 6 * i + 3
+  local a = 7 * i + 2
   local id, held, outcome, msg, run_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], due_at(ARGV[a + 4], now)
-  -- A completion's output (JobFinish.Output) comes in the error's place,
-  -- which a completion leaves unused.
-  local output = ''
-  if outcome == 'completed' or outcome == 'again' then output, msg = msg, '' end
+  -- A completion's output (JobFinish.Output). An again's error is
+  -- recorded only if a cancel request turns it into a cancel (below).
+  local output = ARGV[a + 6]
   local v = redis.call('HMGET', key, unpack(OUTCOME_FIELDS))
   -- A chained job handed a slot earlier in this call holds it now, though
   -- its after still names the job ahead (lease clears it at the end).
