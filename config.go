@@ -292,8 +292,9 @@ func newConfig(cfg *Config) (*config, error) {
 }
 
 // DefaultBackoff is the retry delay Baton uses unless configured: 1s before
-// the first retry, doubling each time, capped at 24h, with ±25% jitter so
-// that jobs that failed together do not retry together.
+// the first retry, doubling each time up to 24h, each delay jittered by
+// ±25% (so 18h to 30h once doubling has stopped) so that jobs that failed
+// together do not retry together. An attempt below 1 counts as 1.
 func DefaultBackoff(attempt int) time.Duration {
 	base := math.Min(math.Pow(2, float64(max(attempt, 1)-1)), float64(24*time.Hour/time.Second))
 	jitter := 0.75 + rand.Float64()/2

@@ -102,3 +102,28 @@ func TestPanicErrorText(t *testing.T) {
 	require.ErrorAs(t, err, &p)
 	require.Equal(t, "boom", p.Value)
 }
+
+// DefaultBackoff doubles from 1s, stops doubling at 24h, and jitters each
+// delay within ±25% of its base, both ways; attempts below 1 count as 1
+// and a huge attempt does not overflow.
+func TestDefaultBackoff(t *testing.T) {
+	t.Parallel()
+	const samples = 200
+	for attempt := -1; attempt <= 40; attempt++ {
+		base := time.Second << max(attempt-1, 0)
+		if attempt > 18 || base > 24*time.Hour {
+			base = 24 * time.Hour
+		}
+		var below, above bool
+		for range samples {
+			d := baton.DefaultBackoff(attempt)
+			require.GreaterOrEqual(t, d, base*3/4, "attempt %d", attempt)
+			require.LessOrEqual(t, d, base*5/4, "attempt %d", attempt)
+			below, above = below || d < base, above || d > base
+		}
+		require.True(t, below && above, "attempt %d: the jitter goes both ways", attempt)
+	}
+	d := baton.DefaultBackoff(1 << 30)
+	require.GreaterOrEqual(t, d, 18*time.Hour)
+	require.LessOrEqual(t, d, 30*time.Hour)
+}
