@@ -142,3 +142,51 @@ func TestDefaultKeyHashedPastLimit(t *testing.T) {
 	require.NotEqual(t, first.Key, other.Key)
 	require.Equal(t, baton.JobStateAvailable, other.State)
 }
+
+// Weighted queues share a client's workers in proportion to their weights
+// while both have work: with weights 3 and 1 and one worker, about three
+// jobs of the first run for each of the second.
+func TestWeightedQueuesShareWorkers(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var order []string
+		done := make(chan struct{})
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[emailArgs](func(ctx context.Context, job *baton.Job[emailArgs]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, job.Queue)
+			if len(order) == 800 {
+				close(done)
+			}
+			return nil
+		}), nil)
+		c, err := baton.NewClient(newJobDriver(t), &baton.Config{Workers: workers, Concurrency: 1, Logger: quiet,
+			Queues: []baton.QueueConfig{{Name: "heavy", Weight: 3}, {Name: "light", Weight: 1}}})
+		require.NoError(t, err)
+		for _, q := range []string{"heavy", "light"} {
+			batch := make([]*baton.InsertManyParams, 400)
+			for i := range batch {
+				batch[i] = &baton.InsertManyParams{Args: emailArgs{To: q}, Opts: &baton.InsertOpts{Queue: q}}
+			}
+			_, err := c.InsertMany(t.Context(), batch)
+			require.NoError(t, err)
+		}
+		start(t, c)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the 800 jobs did not all run")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		heavy := 0
+		for _, q := range order[:400] {
+			if q == "heavy" {
+				heavy++
+			}
+		}
+		t.Logf("of the first 400 jobs run, %d were of the queue of weight 3 (300 expected)", heavy)
+		require.InDelta(t, 300, heavy, 40, "a 3:1 share, within 4.6 standard deviations")
+	})
+}
