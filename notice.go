@@ -149,8 +149,7 @@ func (r *runner) giveBackChained(queue string, rows []*JobRow) {
 // giveBackAside records back, outcomes that give back leased jobs of
 // queue unrun, in one call on a goroutine of its own that Stop waits for;
 // until it is recorded the heartbeat renews their leases (recording).
-// Called by a loop (the listener, the dispatcher) or a completer's call,
-// all of which Stop waits for before it waits for givingBack.
+// Called by a loop (the listener, the dispatcher), before Stop waits.
 func (r *runner) giveBackAside(queue string, back []*batondriver.JobFinish) {
 	r.mu.Lock()
 	for _, f := range back {

@@ -997,11 +997,8 @@ func (r *runner) finish(queue string, fs []*batondriver.JobFinish, slots int, ch
 			if len(back) > 0 {
 				// Leased as Stop began, or chained behind a job that is
 				// gone: back to the queue, the attempt not counted, as
-				// Stop does with cut-off jobs. Aside, so that its retries
-				// do not hold up this call's chained executions (their
-				// chainDone); Stop waits for the completer's calls, and
-				// then for these (givingBack).
-				r.giveBackAside(queue, back)
+				// Stop does with cut-off jobs.
+				r.finish(queue, back, 0, nil, nil)
 			}
 			r.noteDue(fs)
 			switch {
