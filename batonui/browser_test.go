@@ -186,11 +186,20 @@ func TestBrowser(t *testing.T) {
 		}
 	}))
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	// text reads the text of sel, again while it reads empty: a live
+	// update that replaces the node while it is read leaves "" (seen on a
+	// loaded machine), and no element read here is empty.
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(css(sel)))
-		require.NoError(t, err, "text of %s", sel)
-		return s
+		var s string
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var err error
+			s, err = chromedp.Run(bctx, chromedp.Text(css(sel)))
+			require.NoError(t, err, "text of %s", sel)
+			if strings.TrimSpace(s) != "" || time.Now().After(deadline) {
+				return s
+			}
+		}
 	}
 	location := func() string {
 		t.Helper()

@@ -666,9 +666,11 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 	// admitted.
 	t.Run("FetchOfNoJobDoesUpkeep", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
-		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(50 * time.Millisecond) }))
+		// Due in 300ms, not less: on a loaded machine the insert itself
+		// may take longer than a shorter delay (seen with 50ms).
+		r := f.insertOne(withJob(func(j *batondriver.JobInsert) { j.RunAt = time.Now().Add(300 * time.Millisecond) }))
 		require.Equal(t, batondriver.JobStateScheduled, f.get(r.ID).State)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(350 * time.Millisecond)
 		res := f.fetch(0)
 		require.Empty(t, res.Jobs)
 		require.Equal(t, batondriver.JobStateAvailable, f.get(r.ID).State, "a fetch of no job did not admit a due job")
