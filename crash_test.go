@@ -3,6 +3,7 @@ package baton_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,14 +20,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
+	"github.com/batonhq/baton/internal/jobcheck"
 	"github.com/batonhq/baton/internal/lockcheck"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
 // The crash test: worker processes on one Redis, one of them killed with
 // SIGKILL at random intervals and restarted, while a few thousand jobs run.
-// Afterwards every job must be completed, none lost, and every execution
-// but a job's last must have been cut off by a kill.
+// Afterwards every job must be completed, none lost, and every run of a
+// job but its last must have been cut off — by a kill of its process
+// before its outcome was recorded, or by the loss of its lease — before
+// the next began (internal/jobcheck). TestBrokenFinishCaughtByCrashCheck
+// shows the check catches a job run again for another reason.
 
 type crashArgs struct {
 	N int `json:"n"`
@@ -33,51 +40,132 @@ type crashArgs struct {
 
 func (crashArgs) Kind() string { return "crash" }
 
-func init() { children["jobworker"] = runCrashWorker }
+func init() {
+	children["jobworker"] = func() int { return runCrashWorker(false) }
+	children["jobworkerbroken"] = func() int { return runCrashWorker(true) }
+}
 
-// runCrashWorker is a worker process: it logs "start ID PID" before and
-// "end ID PID" after each execution to its own log, with write(2) so that a
-// SIGKILL loses nothing already logged, and works until killed.
-func runCrashWorker() int {
+// runCrashWorker is a worker process that works until killed. It logs to
+// its own log, with write(2) so that a SIGKILL loses nothing already
+// logged, and with lockcheck.Now as NOW:
+//
+//	start SEQ ID PID NOW       as a handler starts (SEQ counts its runs)
+//	end SEQ ID PID NOW ok      as it returns
+//	end SEQ ID PID NOW lost    as it returns, its lease lost (ErrLeaseLost)
+//	recorded ID PID NOW        as the backend acknowledges its outcome
+//	stale ID PID NOW           as the backend finds its outcome stale
+//
+// broken makes it a mutant: the first attempt of every 25th job has its
+// outcome acknowledged but never sent, so the job runs again though its
+// process lives on.
+func runCrashWorker(broken bool) int {
 	d, f, err := childSetup()
 	if err != nil {
 		return childFailed(err)
 	}
 	pid := os.Getpid()
 	var mu sync.Mutex
-	logLine := func(s string) {
+	logLine := func(format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
-		_, _ = f.WriteString(s)
+		_, _ = fmt.Fprintf(f, format, args...)
 	}
+	var seq atomic.Int64
+	var swallow sync.Map // job IDs whose next outcome the mutant drops
 	workers := baton.NewWorkers()
 	baton.AddWorker(workers, baton.WorkFunc[crashArgs](func(ctx context.Context, job *baton.Job[crashArgs]) error {
-		logLine(fmt.Sprintf("start %s %d\n", job.ID, pid))
-		time.Sleep(time.Duration(20+rand.IntN(60)) * time.Millisecond)
-		logLine(fmt.Sprintf("end %s %d\n", job.ID, pid))
+		n := seq.Add(1)
+		logLine("start %d %s %d %d\n", n, job.ID, pid, lockcheck.Now())
+		// A handler must stop when its context ends: its lease lost (a
+		// heartbeat late, as under -race on a busy machine), the job runs
+		// again once the server lets the lease go.
+		select {
+		case <-time.After(time.Duration(20+rand.IntN(60)) * time.Millisecond):
+		case <-ctx.Done():
+		}
+		how := "ok"
+		if errors.Is(context.Cause(ctx), baton.ErrLeaseLost) {
+			how = "lost"
+		}
+		logLine("end %d %s %d %d %s\n", n, job.ID, pid, lockcheck.Now(), how)
+		if broken && job.Args.N%25 == 0 && job.Attempt == 1 {
+			swallow.Store(job.ID, true)
+		}
 		return nil
 	}), nil)
-	c, err := baton.NewClient(d, &baton.Config{
+	var drv batondriver.JobDriver = d
+	if broken {
+		drv = swallowingDriver{drv, &swallow}
+	}
+	drv = acknowledgingDriver{drv, func(what, id string) { logLine("%s %s %d %d\n", what, id, pid, lockcheck.Now()) }}
+	c, err := baton.NewClient(drv, &baton.Config{
 		Workers: workers, Concurrency: 16, LeaseTTL: 600 * time.Millisecond,
 		PollInterval: 200 * time.Millisecond, Logger: quiet,
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return childFailed(err)
 	}
 	if err := c.Start(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return childFailed(err)
 	}
 	fmt.Println("ready")
 	select {} // until killed
 }
 
+// acknowledgingDriver tells log of every outcome its backend acknowledged:
+// "recorded", or "stale" if the job's lease was no longer held.
+type acknowledgingDriver struct {
+	batondriver.JobDriver
+	log func(what, id string)
+}
+
+func (d acknowledgingDriver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	res, err := d.JobDriver.JobFinish(ctx, p)
+	if err != nil {
+		return res, err
+	}
+	stale := map[string]bool{}
+	for _, id := range res.Stale {
+		stale[id] = true
+	}
+	for _, f := range p.Finished {
+		if stale[f.ID] {
+			d.log("stale", f.ID)
+		} else {
+			d.log("recorded", f.ID)
+		}
+	}
+	return res, nil
+}
+
+// swallowingDriver is the mutant's backend: it drops the outcomes of the
+// jobs in swallow, once each, and reports them recorded. The dropped
+// outcome's lease, no longer renewed, lapses and the job runs again.
+type swallowingDriver struct {
+	batondriver.JobDriver
+	swallow *sync.Map
+}
+
+func (d swallowingDriver) JobFinish(ctx context.Context, p *batondriver.JobFinishParams) (*batondriver.JobFinishResult, error) {
+	q := *p
+	q.Finished = nil
+	for _, f := range p.Finished {
+		if _, drop := d.swallow.LoadAndDelete(f.ID); !drop {
+			q.Finished = append(q.Finished, f)
+		}
+	}
+	if len(q.Finished) == 0 && q.Fetch == nil {
+		return &batondriver.JobFinishResult{}, nil
+	}
+	return d.JobDriver.JobFinish(ctx, &q)
+}
+
 type crashProc struct {
-	cmd      *exec.Cmd
-	pid      int
-	killed   time.Time // zero while alive
-	killedAt int64     // lockcheck.Now just after the kill
+	cmd       *exec.Cmd
+	pid       int
+	startedAt int64 // lockcheck.Now just before it was started
+	killSent  int64 // lockcheck.Now just before SIGKILL was sent; 0 while alive
+	killedAt  int64 // lockcheck.Now once it was dead
 }
 
 // crashRun runs three worker processes in role on srv under prefix, logging
@@ -88,14 +176,15 @@ func crashRun(t *testing.T, role string, srv *redistest.Server, prefix, logPath 
 	killFor time.Duration, done func() bool) []*crashProc {
 	var procs []*crashProc
 	spawn := func() *crashProc {
+		startedAt := lockcheck.Now()
 		cmd := startChild(t, role, srv.Addr(), prefix, logPath)
-		p := &crashProc{cmd: cmd, pid: cmd.Process.Pid}
+		p := &crashProc{cmd: cmd, pid: cmd.Process.Pid, startedAt: startedAt}
 		procs = append(procs, p)
 		return p
 	}
 	t.Cleanup(func() {
 		for _, p := range procs {
-			if p.killed.IsZero() {
+			if p.killSent == 0 {
 				_ = p.cmd.Process.Kill()
 				_ = p.cmd.Wait()
 			}
@@ -111,7 +200,7 @@ func crashRun(t *testing.T, role string, srv *redistest.Server, prefix, logPath 
 		if time.Now().Before(killUntil) {
 			i := rand.IntN(len(alive))
 			victim := alive[i]
-			victim.killed = time.Now()
+			victim.killSent = lockcheck.Now()
 			require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
 			_ = victim.cmd.Wait()
 			// Read once it is dead: it logged nothing after this.
@@ -159,60 +248,126 @@ func TestCrashWorkersLoseNoJob(t *testing.T) {
 	srv := redistest.StartT(t, nil)
 	logPath := filepath.Join(t.TempDir(), "executions.log")
 	c, prefix := crashClient(t, srv)
-	ctx := context.Background()
+	ids := insertCrashJobs(t, c, jobs)
+	procs := crashRun(t, "jobworker", srv, prefix, logPath, duration, completed(t, c, jobs))
+	counts, err := jobcheck.Check(ids, readCrashLog(t, logPath, procs))
+	require.NoError(t, err)
+	t.Logf("%d executions of %d jobs: %d runs cut off by a kill, %d by a lost lease, each before the next began",
+		counts.Executions, counts.Jobs, counts.Killed, counts.Lost)
+}
+
+// TestBrokenFinishCaughtByCrashCheck runs the crash test's workload on
+// mutant workers whose backend drops the outcome of the first attempt of
+// every 25th job and reports it recorded: the job runs again, though no
+// kill or lost lease cut the run before off. The check must name those
+// jobs and no other. (The crash test's check before jobcheck passed such a
+// history whenever the process was killed later, as all but three are.)
+func TestBrokenFinishCaughtByCrashCheck(t *testing.T) {
+	t.Parallel()
+	const jobs = 300
+	srv := redistest.StartT(t, nil)
+	logPath := filepath.Join(t.TempDir(), "executions.log")
+	c, prefix := crashClient(t, srv)
+	ids := insertCrashJobs(t, c, jobs)
+	procs := crashRun(t, "jobworkerbroken", srv, prefix, logPath, 2*time.Second, completed(t, c, jobs))
+	_, err := jobcheck.Check(ids, readCrashLog(t, logPath, procs))
+	var bad *jobcheck.Error
+	require.True(t, errors.As(err, &bad), "the mutant's history passed the check: %v", err)
+	n := map[string]int{}
+	for i, id := range ids {
+		n[id] = i
+	}
+	for _, id := range bad.Jobs {
+		require.Zero(t, n[id]%25, "job %d is not one the mutant broke: %v", n[id], err)
+	}
+	t.Logf("%d of the %d jobs the mutant may break caught; first: %s", len(bad.Jobs), jobs/25, bad.Violations[0])
+}
+
+// insertCrashJobs inserts jobs crash jobs, numbered from 0, and returns
+// their IDs in that order.
+func insertCrashJobs(t *testing.T, c *baton.Client, jobs int) []string {
 	var batch []*baton.InsertManyParams
 	for i := range jobs {
 		batch = append(batch, &baton.InsertManyParams{Args: crashArgs{N: i}, Opts: &baton.InsertOpts{MaxAttempts: 1000}})
 	}
-	_, err := c.InsertMany(ctx, batch)
+	res, err := c.InsertMany(t.Context(), batch)
 	require.NoError(t, err)
-	procs := crashRun(t, "jobworker", srv, prefix, logPath, duration, completed(t, c, jobs))
-	t.Logf("%d jobs completed", jobs)
+	ids := make([]string, len(res))
+	for i, r := range res {
+		ids[i] = r.Job.ID
+	}
+	return ids
+}
 
-	// Every execution but a job's last must have been in a process killed
-	// after it started.
-	killedAt := map[int]time.Time{}
+// readCrashLog reads the executions that runCrashWorker processes logged,
+// each with the kill time of the process that ran it: of the processes
+// with its PID, the last one started before it (a PID may come back).
+func readCrashLog(t *testing.T, path string, procs []*crashProc) []jobcheck.Execution {
+	byPID := map[int][]*crashProc{} // in start order
 	for _, p := range procs {
-		if !p.killed.IsZero() {
-			killedAt[p.pid] = p.killed
-		}
+		byPID[p.pid] = append(byPID[p.pid], p)
 	}
-	type exec struct {
-		pid   int
-		ended bool
-	}
-	runs := map[string][]*exec{}
-	f, err := os.Open(logPath)
+	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
+	var execs []*jobcheck.Execution
+	bySeq := map[string]*jobcheck.Execution{} // PID + SEQ -> its execution
+	// PID + job ID -> its runs that returned with their leases, their
+	// outcomes not acknowledged yet, oldest first: a process runs a job
+	// again only after its lease lapsed, so its outcome before is
+	// acknowledged first, whatever the order of the replies of calls
+	// seconds apart.
+	awaiting := map[string][]*jobcheck.Execution{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) != 3 {
-			continue // a line cut by a kill
-		}
-		pid, _ := strconv.Atoi(fields[2])
-		switch fields[0] {
-		case "start":
-			runs[fields[1]] = append(runs[fields[1]], &exec{pid: pid})
-		case "end":
-			for _, e := range runs[fields[1]] {
-				if e.pid == pid {
-					e.ended = true
+		line := sc.Text()
+		fields := strings.Fields(line)
+		var err error
+		switch {
+		case len(fields) == 5 && fields[0] == "start":
+			var pid int
+			e := &jobcheck.Execution{Job: fields[2]}
+			pid, err = strconv.Atoi(fields[3])
+			if err == nil {
+				e.Start, err = strconv.ParseInt(fields[4], 10, 64)
+			}
+			if err != nil {
+				break
+			}
+			e.Process = pid
+			for _, p := range byPID[pid] {
+				if p.startedAt < e.Start {
+					e.Killed = p.killSent
 				}
 			}
+			execs = append(execs, e)
+			bySeq[fields[3]+" "+fields[1]] = e
+		case len(fields) == 6 && fields[0] == "end":
+			e := bySeq[fields[3]+" "+fields[1]]
+			require.NotNil(t, e, "an end without its start: %q", line)
+			e.End, err = strconv.ParseInt(fields[4], 10, 64)
+			if e.Lost = fields[5] == "lost"; !e.Lost {
+				k := fields[3] + " " + fields[2]
+				awaiting[k] = append(awaiting[k], e)
+			}
+		case len(fields) == 4 && (fields[0] == "recorded" || fields[0] == "stale"):
+			k := fields[2] + " " + fields[1]
+			require.NotEmpty(t, awaiting[k], "an outcome of no run: %q", line)
+			e := awaiting[k][0]
+			awaiting[k] = awaiting[k][1:]
+			e.Recorded = fields[0] == "recorded"
+			e.Lost = fields[0] == "stale"
+		default:
+			// Only the last line of a killed process can be cut short,
+			// and a line is one write(2): none has been seen cut.
+			t.Logf("line not understood, skipped: %q", line)
 		}
+		require.NoError(t, err, "line %q", line)
 	}
 	require.NoError(t, sc.Err())
-	require.Len(t, runs, jobs, "every job ran")
-	dups := 0
-	for id, es := range runs {
-		for _, e := range es[:len(es)-1] {
-			_, wasKilled := killedAt[e.pid]
-			require.True(t, wasKilled, "job %s ran again although its earlier run in %d was not killed", id, e.pid)
-			dups++
-		}
-		require.True(t, es[len(es)-1].ended, "job %s's last run did not end", id)
+	out := make([]jobcheck.Execution, len(execs))
+	for i, e := range execs {
+		out[i] = *e
 	}
-	t.Logf("%d duplicate executions, each explained by a kill", dups)
+	return out
 }
