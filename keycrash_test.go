@@ -186,6 +186,9 @@ func readKeyedLog(t *testing.T, path string, procs []*crashProc) ([]keycheck.Exe
 				e.End = at
 			}
 		case "lost":
+			if e := open[id]; e != nil {
+				e.Lost = true
+			}
 			lost++
 		}
 	}

@@ -64,6 +64,7 @@ func TestNetworkFaultsKeepLimits(t *testing.T) {
 		mu.Lock()
 		e.End = lockcheck.Now()
 		if errors.Is(context.Cause(ctx), baton.ErrLeaseLost) {
+			e.Lost = true
 			lost++
 		}
 		mu.Unlock()

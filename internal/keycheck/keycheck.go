@@ -14,14 +14,26 @@
 // holds its key's slot from admission until its outcome is recorded (or
 // its lease expires, after a kill), executions nest inside slot holdings:
 // any overlap beyond the limit is a real violation, not a recording
-// artefact. Histories must not contain lease losses of live handlers
-// (heartbeats must keep up), which the limit does not cover.
+// artefact.
+//
+// A history may contain runs whose lease was lost while their handler ran
+// (a heartbeat late; Lost). They are checked like any other, from their
+// start to their handler's return: the client ends a handler's context
+// before the server can let its lease go (LeaseTTL less a margin, counted
+// from the renewal's request), so a handler that stops when its context
+// ends still ran inside its slot holding. A run more can only add overlap
+// and fence constraints, so such runs hide no violation. Nor is slack
+// allowed for them: it would hide a client whose context outlived the
+// server's lease. A handler that ran on past the server's expiry (a timer
+// fired late on a loaded machine) is reported as the overlap it made, its
+// run marked "lease lost" in the message, to tell it from a wrong grant.
 package keycheck
 
 import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -33,6 +45,9 @@ type Execution struct {
 	Fence int64
 	Start int64 // lockcheck.Now when the handler started
 	End   int64 // when it returned, or its process was killed; 0: never (the history ended first)
+	// Lost reports that its lease was lost while it ran: its handler's
+	// context ended with ErrLeaseLost. Only messages use it.
+	Lost bool
 }
 
 // Check verifies the executions; limits holds each key's limit, which must
@@ -73,30 +88,55 @@ func Check(execs []Execution, limits map[string]int) error {
 }
 
 // checkOverlap sweeps the executions' starts and ends in time order: an
-// end at the same instant as a start counts first.
+// end at the same instant as a start counts first. A violation lists the
+// executions running.
 func checkOverlap(key string, es []Execution, limit int, add func(string, ...any)) {
 	type edge struct {
 		at    int64
 		delta int
-		job   string
+		i     int // into es
 	}
 	var edges []edge
-	for _, e := range es {
-		edges = append(edges, edge{e.Start, +1, e.Job})
+	for i, e := range es {
+		edges = append(edges, edge{e.Start, +1, i})
 		if e.End != 0 {
-			edges = append(edges, edge{e.End, -1, e.Job})
+			edges = append(edges, edge{e.End, -1, i})
 		}
 	}
 	slices.SortFunc(edges, func(a, b edge) int {
 		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta))
 	})
-	running := 0
+	running := map[int]bool{}
 	for _, e := range edges {
-		running += e.delta
-		if running > limit {
-			add("key %q: %d executions at once (limit %d) when job %s started", key, running, limit, e.job)
+		if e.delta < 0 {
+			delete(running, e.i)
+			continue
+		}
+		// A run that ended as it started (its end, sorted first, is
+		// swept already) is running at this instant only.
+		running[e.i] = true
+		instant := es[e.i].End != 0 && es[e.i].End == es[e.i].Start
+		if len(running) > limit {
+			var names []string
+			for _, i := range slices.Sorted(maps.Keys(running)) {
+				names = append(names, name(es[i]))
+			}
+			add("key %q: %d executions at once (limit %d) when %s started: %s",
+				key, len(running), limit, name(es[e.i]), strings.Join(names, ", "))
+		}
+		if instant {
+			delete(running, e.i)
 		}
 	}
+}
+
+// name names an execution in a message.
+func name(e Execution) string {
+	s := fmt.Sprintf("job %s (fence %d", e.Job, e.Fence)
+	if e.Lost {
+		s += ", lease lost"
+	}
+	return s + ")"
 }
 
 // checkFences requires unique fences and, if ordered, smaller fences for
@@ -135,8 +175,8 @@ func checkFences(key string, es []Execution, ordered bool, add func(string, ...a
 			i++
 		}
 		if most.Job != "" && most.Fence >= s.Fence {
-			add("key %q: job %s started after job %s ended, with fence %d not above %d",
-				key, s.Job, most.Job, s.Fence, most.Fence)
+			add("key %q: %s started after %s ended, with fence %d not above %d",
+				key, name(s), name(most), s.Fence, most.Fence)
 		}
 	}
 }
