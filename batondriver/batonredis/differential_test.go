@@ -62,11 +62,13 @@ import (
 // and nothing else happens until it has expired; likewise nothing happens
 // between the insert of jobs due in 100ms and the fetch that admits them.
 //
-// BATON_DIFF_SEEDS and BATON_DIFF_STEPS run more and longer sequences: at
-// the commit that widened this test as described, 300 sequences of 100
-// steps passed, and 100 of 200; with jobs come due, 300 of 60; before,
-// 300 of 100, and 1500 of 150 before expired leases and KeyList were part
-// of it.
+// BATON_DIFF_SEEDS and BATON_DIFF_STEPS run more and longer sequences
+// (default 20 of 60 steps; make chaos runs 300 of 100). At the commit that
+// compared whole rows and added more transitions, 300 sequences of 100
+// steps passed, and 100 of 200; with jobs come due, 300 of 60 (make chaos,
+// which set no BATON_DIFF_STEPS then); at the commit that set it to 100,
+// 30 of 100 by hand. Before all these, 300 of 100, and 1500 of 150 before
+// expired leases and KeyList were part of it.
 
 // diffSide is one backend of the comparison, with its names for the jobs:
 // ids[i] is the i-th job inserted, by index across both sides.
