@@ -1,5 +1,6 @@
 // Package redistest starts and controls real redis-server processes on free
-// loopback ports for tests and benchmarks.
+// loopback ports for tests and benchmarks: standalone servers, replicas of
+// them, Sentinels that fail a master over to its replica, and Clusters.
 //
 // Every server binds only 127.0.0.1, keeps no persistence (--save "",
 // --appendonly no) and lives in its own temporary directory, which also holds
@@ -27,6 +28,7 @@ import (
 const (
 	startTimeout   = 10 * time.Second
 	clusterTimeout = 30 * time.Second
+	linkTimeout    = 10 * time.Second
 	pollInterval   = 20 * time.Millisecond
 	startAttempts  = 5
 	clusterBusIncr = 10000
@@ -49,6 +51,12 @@ type Options struct {
 	// an auto-picked port then also has port+10000 free for the cluster bus.
 	// Default false. StartCluster sets it.
 	Cluster bool
+	// ReplicaOf is the "host:port" of a master to replicate (--replicaof);
+	// Start then also waits (up to 10s) until the replica reports its link
+	// to the master up, so that it holds the master's data. It may be a
+	// proxy in front of the master, to hold or cut the replication stream.
+	// Default "": a master.
+	ReplicaOf string
 }
 
 // Server is a redis-server child process owned by the test. Its methods are
@@ -58,6 +66,8 @@ type Server struct {
 	dir  string
 	port int
 	opts Options
+
+	sentinel string // the sentinel.conf path of a Sentinel; "" for a server
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -76,6 +86,24 @@ func Start(opts *Options) (*Server, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
+	if opts.ReplicaOf != "" {
+		if _, _, err := net.SplitHostPort(opts.ReplicaOf); err != nil {
+			return nil, fmt.Errorf("redistest: ReplicaOf: %w", err)
+		}
+	}
+	s, err := start(opts, "")
+	if err != nil || opts.ReplicaOf == "" {
+		return s, err
+	}
+	if err := s.waitLinkUp(); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start starts a server, or with conf a Sentinel configured by it.
+func start(opts *Options, conf string) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errors.New(errNotFound)
@@ -86,6 +114,14 @@ func Start(opts *Options) (*Server, error) {
 	}
 	s := &Server{bin: bin, dir: dir, port: opts.Port, opts: *opts}
 	s.opts.Args = append([]string(nil), opts.Args...)
+	if conf != "" {
+		// A Sentinel rewrites its configuration file: it must be its own.
+		s.sentinel = filepath.Join(dir, "sentinel.conf")
+		if err := os.WriteFile(s.sentinel, []byte(conf), 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("redistest: %w", err)
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		if opts.Port == 0 {
 			if s.port, err = freePort(opts.Cluster); err != nil {
@@ -241,10 +277,20 @@ func (s *Server) kill() error {
 }
 
 func (s *Server) args() []string {
-	a := []string{
+	var a []string
+	if s.sentinel != "" {
+		a = []string{s.sentinel, "--sentinel"}
+	}
+	a = append(a,
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--protected-mode", "no",
 		"--dir", s.dir, "--daemonize", "no",
+		// A replica's first sync starts at once, not after 5s.
+		"--repl-diskless-sync-delay", "0",
+	)
+	if s.opts.ReplicaOf != "" {
+		host, port, _ := net.SplitHostPort(s.opts.ReplicaOf)
+		a = append(a, "--replicaof", host, port)
 	}
 	if s.opts.Cluster {
 		a = append(a, "--cluster-enabled", "yes", "--cluster-node-timeout", "5000",
@@ -303,6 +349,65 @@ func (s *Server) waitReady(deadline time.Time) error {
 		}
 		time.Sleep(pollInterval)
 	}
+}
+
+// waitLinkUp polls until a replica reports its link to its master up: it
+// has loaded the master's data and receives its writes.
+func (s *Server) waitLinkUp() error {
+	deadline := time.Now().Add(linkTimeout)
+	for {
+		info, err := do(s.Addr(), time.Second, "INFO", "replication")
+		if err == nil && strings.Contains(info, "master_link_status:up\r\n") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: replica %s of %s: link not up after %v: %v %q", s.Addr(), s.opts.ReplicaOf, linkTimeout, err, info)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// Synced waits (up to 10s) until a replica started with Options.ReplicaOf
+// has applied every write its master had made when Synced was called: the
+// replica's replication offset reaches the master's. It is what WAIT
+// promises, without WAIT's catch that it counts only the writes of the
+// connection it is sent on (a client library may send it on another).
+// It returns an error if the master or the replica does not answer.
+func (s *Server) Synced() error {
+	if s.opts.ReplicaOf == "" {
+		return fmt.Errorf("redistest: Synced on %s, which is no replica", s.Addr())
+	}
+	info, err := do(s.opts.ReplicaOf, time.Second, "INFO", "replication")
+	if err != nil {
+		return fmt.Errorf("redistest: Synced: master %s: %w", s.opts.ReplicaOf, err)
+	}
+	want, ok := infoInt(info, "master_repl_offset")
+	if !ok {
+		return fmt.Errorf("redistest: Synced: master %s: no offset in %q", s.opts.ReplicaOf, info)
+	}
+	deadline := time.Now().Add(linkTimeout)
+	for {
+		info, err := do(s.Addr(), time.Second, "INFO", "replication")
+		got, ok := infoInt(info, "slave_repl_offset")
+		if err == nil && ok && got >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: replica %s not at its master's offset %d after %v: %v %q", s.Addr(), want, linkTimeout, err, info)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// infoInt returns the integer field name of an INFO reply.
+func infoInt(info, name string) (int64, bool) {
+	_, rest, ok := strings.Cut(info, "\r\n"+name+":")
+	if !ok {
+		return 0, false
+	}
+	v, _, _ := strings.Cut(rest, "\r\n")
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
 }
 
 // Cluster is a set of redis-server cluster masters with all 16384 slots
@@ -514,9 +619,22 @@ func freePort(cluster bool) (int, error) {
 // do sends one command to addr over a fresh connection and returns a simple,
 // integer or bulk string reply; an error reply is returned as an error.
 func do(addr string, timeout time.Duration, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+	reply, err := doAll(addr, timeout, args...)
+	if err == nil && len(reply) != 1 {
+		return "", fmt.Errorf("unexpected reply %q", reply)
+	}
 	if err != nil {
 		return "", err
+	}
+	return reply[0], nil
+}
+
+// doAll is do for any reply: an array's elements, nested arrays flattened,
+// or the one string of a simple, integer or bulk reply. A null is "".
+func doAll(addr string, timeout time.Duration, args ...string) ([]string, error) {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(timeout))
@@ -526,31 +644,49 @@ func do(addr string, timeout time.Duration, args ...string) (string, error) {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
 	if _, err := io.WriteString(conn, b.String()); err != nil {
-		return "", err
+		return nil, err
 	}
-	r := bufio.NewReader(conn)
+	return readReply(bufio.NewReader(conn), nil)
+}
+
+// readReply reads one RESP2 reply and appends its strings to out.
+func readReply(r *bufio.Reader, out []string) ([]string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	line = strings.TrimSuffix(line, "\r\n")
-	switch {
-	case strings.HasPrefix(line, "+"), strings.HasPrefix(line, ":"):
-		return line[1:], nil
-	case strings.HasPrefix(line, "-"):
-		return "", errors.New(line[1:])
-	case strings.HasPrefix(line, "$"):
+	if line == "" {
+		return nil, errors.New("empty reply line")
+	}
+	switch line[0] {
+	case '+', ':':
+		return append(out, line[1:]), nil
+	case '-':
+		return nil, errors.New(line[1:])
+	case '$', '*':
 		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
-			return "", fmt.Errorf("unexpected reply %q", line)
+		if err != nil {
+			return nil, fmt.Errorf("unexpected reply %q", line)
+		}
+		if n < 0 {
+			return append(out, ""), nil
+		}
+		if line[0] == '*' {
+			for range n {
+				if out, err = readReply(r, out); err != nil {
+					return nil, err
+				}
+			}
+			return out, nil
 		}
 		buf := make([]byte, n+2)
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
+			return nil, err
 		}
-		return string(buf[:n]), nil
+		return append(out, string(buf[:n])), nil
 	}
-	return "", fmt.Errorf("unsupported reply %q", line)
+	return nil, fmt.Errorf("unsupported reply %q", line)
 }
 
 func containsAll(s string, subs []string) bool {

@@ -117,3 +117,53 @@ func TestMissingBinary(t *testing.T) {
 	_, err = StartCluster(3)
 	require.EqualError(t, err, want)
 }
+
+func TestReplica(t *testing.T) {
+	t.Parallel()
+	m := StartT(t, nil)
+	_, err := do(m.Addr(), time.Second, "SET", "k", "before")
+	require.NoError(t, err)
+	r := StartT(t, &Options{ReplicaOf: m.Addr()})
+	got, err := do(r.Addr(), time.Second, "GET", "k")
+	require.NoError(t, err)
+	require.Equal(t, "before", got, "Start returns once the replica has the master's data")
+	_, err = do(r.Addr(), time.Second, "SET", "k", "x")
+	require.ErrorContains(t, err, "READONLY")
+	_, err = do(m.Addr(), time.Second, "SET", "k", "after")
+	require.NoError(t, err)
+	require.NoError(t, r.Synced())
+	got, err = do(r.Addr(), time.Second, "GET", "k")
+	require.NoError(t, err)
+	require.Equal(t, "after", got, "Synced returns once the replica has the master's writes")
+	require.Error(t, m.Synced(), "not a replica")
+
+	_, err = Start(&Options{ReplicaOf: "no-port"})
+	require.Error(t, err)
+}
+
+func TestSentinelFailover(t *testing.T) {
+	t.Parallel()
+	m := StartT(t, nil)
+	r := StartT(t, &Options{ReplicaOf: m.Addr()})
+	s := StartSentinelT(t, m, 1)
+	addr, err := s.SentinelMaster()
+	require.NoError(t, err)
+	require.Equal(t, m.Addr(), addr)
+	_, err = do(m.Addr(), time.Second, "SET", "k", "v")
+	require.NoError(t, err)
+	require.NoError(t, r.Synced())
+
+	require.NoError(t, m.Kill())
+	killed := time.Now()
+	require.Eventually(t, func() bool {
+		addr, err = s.SentinelMaster()
+		return err == nil && addr == r.Addr()
+	}, 10*time.Second, 10*time.Millisecond, "no failover to %s: sentinel names %s (%v)", r.Addr(), addr, err)
+	t.Logf("failover %v after the kill", time.Since(killed))
+	role, err := doAll(r.Addr(), time.Second, "ROLE")
+	require.NoError(t, err)
+	require.Equal(t, "master", role[0])
+	got, err := do(r.Addr(), time.Second, "GET", "k")
+	require.NoError(t, err)
+	require.Equal(t, "v", got)
+}
