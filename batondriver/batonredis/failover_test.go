@@ -183,10 +183,17 @@ func TestFaultSentinelFailover(t *testing.T) {
 	// though its counter of "fences" missed the last ten grants.
 	grants(la, 10, true)
 	grants(lb, 10, true)
+	var before, after []uint64
 	for key, f := range fences {
 		t.Logf("%q fences before the failover %d..%d, after %d..%d",
 			key, slices.Min(f.before), slices.Max(f.before), slices.Min(f.after), slices.Max(f.after))
 		require.Truef(t, slices.IsSorted(f.before) && slices.IsSorted(f.after), "%q: fences out of order: %v %v", key, f.before, f.after)
 		require.Greaterf(t, slices.Min(f.after), slices.Max(f.before), "%q: a fence after the failover is not above every fence before it", key)
+		before, after = append(before, f.before...), append(after, f.after...)
 	}
+	// Across keys too, here: the time floor orders fences of keys granted
+	// fewer than 1024 times a millisecond.
+	gap := time.Duration(slices.Min(after)-slices.Max(before)) * time.Millisecond / 1024
+	t.Logf("the lowest fence after the failover is %v of server time above the highest before it", gap)
+	require.Greater(t, slices.Min(after), slices.Max(before))
 }
