@@ -135,11 +135,14 @@ func TestFaultSentinelFailover(t *testing.T) {
 	require.Equal(t, replica.Addr(), addr, "granted, yet the Sentinel names another master")
 	t.Logf("B granted %q on the new master %v after the kill", "lost", takenAt.Sub(killedAt))
 
-	// Two holders of "lost": A learns at its next heartbeat.
+	// Two holders of "lost": A learns at its next heartbeat that reaches
+	// the new master (ErrNotHeld), unless its validity ran out first, had
+	// the failover taken most of the TTL (ErrLeaseExpired).
 	lostEndedAt := faultEndedAt(t, lostEnded, ttl, "the old holder's lease on the lost grant")
 	overlap := lostEndedAt.Sub(takenAt)
-	t.Logf("A's lease on %q ended %v after B's grant (%v)", "lost", overlap, lost.Err())
-	require.ErrorIs(t, lost.Err(), batonlock.ErrNotHeld, "the heartbeat found the lease gone")
+	cause := lost.Err()
+	t.Logf("A's lease on %q ended %v after B's grant (%v)", "lost", overlap, cause)
+	require.Truef(t, errors.Is(cause, batonlock.ErrNotHeld) || errors.Is(cause, batonlock.ErrLeaseExpired), "cause %v", cause)
 	require.Lessf(t, overlap, heartbeat+faultTimerSlack, "two holders of %q for longer than a heartbeat interval", "lost")
 	require.NoError(t, taken.Err(), "the new holder keeps its lease")
 	require.ErrorIs(t, lost.Release(ctx), batonlock.ErrNotHeld, "the old holder's release is refused")
