@@ -76,7 +76,8 @@ func TestSentinelFailoverJobs(t *testing.T) {
 	start(t, c)
 	t.Cleanup(px.Heal) // before the client stops
 
-	// One insert every 5ms, each given up after a second, until stop.
+	// One insert every 20ms, each given up after a second, until stop:
+	// enough jobs to count, little load on the machine beside them.
 	stop := make(chan struct{})
 	stopInserts := sync.OnceFunc(func() { close(stop) })
 	t.Cleanup(stopInserts)
@@ -88,7 +89,7 @@ func TestSentinelFailoverJobs(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(5 * time.Millisecond):
+			case <-time.After(20 * time.Millisecond):
 			}
 			in := failoverInsert{sent: time.Now()}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
