@@ -168,8 +168,10 @@ func (c cronSchedule) String() string { return c.spec }
 // tick only once the next one is due too (a stalled process) fires the
 // latest tick due and leaves the ticks before it to the other clients;
 // it logs them at Warn with the attributes periodic_job, skipped (how
-// many), first_skipped and last_skipped, so that a tick no client fired
-// is never lost without a trace.
+// many), first_skipped and last_skipped. A client whose insert of a tick
+// comes after another client inserted a later one (it was slow) logs it at
+// Warn too, with periodic_job, late_tick and last_tick: so a tick no
+// client inserted is never lost without a trace.
 //
 // Started clients register their schedules in the backend, with their
 // specs, queues and kinds, for ScheduleList (and `baton schedules`) to
@@ -274,6 +276,13 @@ func (r *runner) fire(p *PeriodicJob, reg *registration, tick, next time.Time) {
 		})
 		cancel()
 		switch {
+		case err == nil && res.Skipped && res.LastTick.After(tick):
+			// Late: this tick was inserted before the later one, by
+			// another process, or never will be. Said at Warn, so that
+			// a tick none inserted leaves a trace.
+			log.Warn("baton: periodic tick came late: a later tick was inserted first, so another process inserted this one before it or none did",
+				"late_tick", tick, "last_tick", res.LastTick)
+			return
 		case err == nil && res.Skipped:
 			log.Debug("baton: periodic tick fired by another process")
 			return

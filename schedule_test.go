@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
 	"github.com/batonhq/baton/batondriver/batonmem"
 	"github.com/batonhq/baton/internal/redistest"
 )
@@ -435,5 +436,59 @@ func TestCronDaylightSaving(t *testing.T) {
 			}
 			require.Len(t, days, 365, "%s skipped a day", spec)
 		}
+	}
+}
+
+// lateOnce delays a schedule's insert of its first tick past the next
+// tick, as a slow process would.
+type lateOnce struct {
+	batondriver.JobDriver
+	delay time.Duration
+	first atomic.Bool
+}
+
+func (d *lateOnce) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
+	if p.Once != nil && d.first.CompareAndSwap(false, true) {
+		time.Sleep(d.delay)
+		ctx = context.WithoutCancel(ctx)
+	}
+	return d.JobDriver.JobInsert(ctx, p)
+}
+
+// A client whose insert of a tick comes after another client inserted a
+// later tick logs it at Warn (late_tick, last_tick): the tick was inserted
+// before by someone else, or by nobody, and either way it leaves a trace.
+func TestLateTickLogged(t *testing.T) {
+	t.Parallel()
+	const every = 200 * time.Millisecond
+	sched, err := baton.Every(every)
+	require.NoError(t, err)
+	shared := batonmem.New()
+	lates := make(chan map[string]slog.Value, 10)
+	periodic := []*baton.PeriodicJob{{Name: "late", Schedule: sched,
+		Job: func(time.Time) (baton.JobArgs, *baton.InsertOpts) { return emailArgs{}, nil }}}
+	newClient := func(d batondriver.JobDriver, logger *slog.Logger) *baton.Client {
+		w := baton.NewWorkers()
+		baton.AddWorker(w, baton.WorkFunc[emailArgs](func(context.Context, *baton.Job[emailArgs]) error { return nil }), nil)
+		c, err := baton.NewClient(d, &baton.Config{Workers: w, Logger: logger, PeriodicJobs: periodic})
+		require.NoError(t, err)
+		return c
+	}
+	slow := newClient(&lateOnce{JobDriver: shared, delay: every * 5 / 2}, slog.New(&hookHandler{fn: func(r slog.Record) {
+		attrs := map[string]slog.Value{}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value; return true })
+		if _, ok := attrs["late_tick"]; ok && r.Level == slog.LevelWarn {
+			lates <- attrs
+		}
+	}}))
+	start(t, slow)
+	start(t, newClient(shared, quiet))
+	select {
+	case attrs := <-lates:
+		late, last := attrs["late_tick"].Time(), attrs["last_tick"].Time()
+		require.True(t, last.After(late), "late_tick %v, last_tick %v", late, last)
+		require.Zero(t, last.Sub(late)%every, "a later tick of the schedule was inserted first")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the late tick was not logged")
 	}
 }

@@ -357,9 +357,15 @@ type JobInsertResult struct {
 	// (else "").
 	Status []JobInsertStatus
 	Reason []string
-	// Skipped reports that Once's tick had been inserted already; Jobs is
-	// empty then.
+	// Skipped reports that Once's tick had been inserted already, or a
+	// later tick of its schedule had; Jobs is empty then.
 	Skipped bool
+	// LastTick is, with Skipped, the last tick the queue remembers
+	// inserted under Once.Name: Once.Tick if that tick was inserted (by
+	// another caller), a later tick if one was inserted before this
+	// call came (this tick was then inserted before it, or never will
+	// be: the caller came late).
+	LastTick time.Time
 }
 
 // JobFetchParams are the parameters of JobFetch.

@@ -381,9 +381,14 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 			again := once("every-15m", at)
 			require.True(t, again.Skipped, "a tick not after the last one inserted again")
 			require.Empty(t, again.Jobs)
+			require.True(t, tick.Equal(again.LastTick), "the last tick inserted: %v", again.LastTick)
 		}
 		require.False(t, once("other", tick).Skipped, "schedules are told apart by name")
-		require.False(t, once("every-15m", tick.Add(15*time.Minute)).Skipped)
+		next := tick.Add(15 * time.Minute)
+		require.False(t, once("every-15m", next).Skipped)
+		late := once("every-15m", tick)
+		require.True(t, late.Skipped)
+		require.True(t, next.Equal(late.LastTick), "a caller come late learns a later tick was inserted: %v", late.LastTick)
 		f.counts(0, 3, 0, 0, 0, 0)
 
 		_, err := f.d.JobInsert(f.ctx, &batondriver.JobInsertParams{

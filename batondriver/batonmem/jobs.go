@@ -453,7 +453,7 @@ func (d *Driver) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) 
 			q.once = make(map[string]time.Time)
 		}
 		if last, ok := q.once[p.Once.Name]; ok && !p.Once.Tick.After(last) {
-			res.Skipped = true
+			res.Skipped, res.LastTick = true, last
 			return res, nil
 		}
 		q.once[p.Once.Name] = p.Once.Tick

@@ -165,9 +165,14 @@ func insertOneResult(p *batondriver.JobInsertParams, id string, reply rueidis.Re
 // insertResult converts job_insert.lua's reply: the server's time, a code
 // per job, then the rows of dropped jobs and twins.
 func insertResult(p *batondriver.JobInsertParams, ids []string, arr []rueidis.RedisMessage) (*batondriver.JobInsertResult, error) {
-	if len(arr) == 2 {
+	if p.Once != nil && len(arr) >= 2 { // job codes are never negative
 		if skipped, _ := arr[1].AsInt64(); skipped == -1 {
-			return &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}, Skipped: true}, nil
+			res := &batondriver.JobInsertResult{Jobs: []*batondriver.JobRow{}, Skipped: true}
+			if len(arr) == 3 {
+				last, _ := arr[2].AsInt64()
+				res.LastTick = time.UnixMilli(last)
+			}
+			return res, nil
 		}
 	}
 	if len(arr) < 1+len(p.Jobs) {

@@ -263,11 +263,12 @@ func (t *ticks) jobs() map[time.Time]int {
 	return out
 }
 
-// skipped records, per process, the fan-out ticks it skipped: a worker
-// process that wakes for a tick only after the next one was due fires the
-// latest and logs the ticks before it (baton.PeriodicJob's catch-up). A
-// tick that no process fired is explained only if every process skipped
-// it.
+// skipped records, per process, the fan-out ticks it did not insert and
+// logged so: a worker process that wakes for a tick only after the next
+// one was due fires the latest and logs the ticks before it
+// (baton.PeriodicJob's catch-up); one whose insert of a tick came after a
+// later tick's logs it too. A tick that no process fired is explained only
+// if every process logged it.
 func (t *ticks) skipped(process int, first, last time.Time, every time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -295,9 +296,10 @@ func (t *ticks) skipLogger(i int, every time.Duration) *slog.Logger {
 	return slog.New(&skipHandler{ticks: t, process: i, every: every})
 }
 
-// skipHandler passes the skipped ticks baton logs (the attributes
-// first_skipped and last_skipped, at Warn) to ticks.skipped and drops
-// every other record.
+// skipHandler passes the ticks baton logs as skipped (the attributes
+// first_skipped and last_skipped, at Warn) or come late (late_tick: a
+// later tick was inserted first) to ticks.skipped, and drops every other
+// record.
 type skipHandler struct {
 	ticks   *ticks
 	process int
@@ -315,6 +317,8 @@ func (h *skipHandler) Handle(_ context.Context, r slog.Record) error {
 			first = a.Value.Time()
 		case "last_skipped":
 			last = a.Value.Time()
+		case "late_tick":
+			first, last = a.Value.Time(), a.Value.Time()
 		}
 		return true
 	})

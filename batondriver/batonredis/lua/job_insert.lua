@@ -13,8 +13,9 @@
 --
 -- Returns {server ms, then a code per job, then for each job whose code is
 -- DROPPED or a twin code its ID and fields (F in joblib.lua)}, or {server
--- ms, -1} if the schedule's tick was inserted already (M keeps the last tick
--- per schedule, field "once:<name>"). Codes: AVAILABLE, SCHEDULED, PARKED,
+-- ms, -1, the last tick inserted} if the schedule's tick, or a later one,
+-- was inserted already (M keeps the last tick per schedule, field
+-- "once:<name>"). Codes: AVAILABLE, SCHEDULED, PARKED,
 -- DROPPED, REFUSED (OnBusyFail: nothing stored) from joblib.lua, and
 -- DUPLICATE, REPLACED, REJECTED for a unique twin (whose fields follow; the
 -- twin of a period claim may be gone: false then), and UNREPLACED for a
@@ -32,7 +33,7 @@ if #ARGV > njobs * PER_JOB then
   local field, tick = 'once:' .. ARGV[njobs * PER_JOB + 1], tonumber(ARGV[njobs * PER_JOB + 2])
   local last = tonumber(redis.call('HGET', M, field) or '-1')
   if tick <= last then
-    return {now, -1}
+    return {now, -1, last}
   end
   redis.call('HSET', M, field, ARGV[njobs * PER_JOB + 2])
 end
