@@ -337,7 +337,7 @@ func readCrashLog(t *testing.T, path string, procs []*crashProc) []jobcheck.Exec
 			e.Process = pid
 			for _, p := range byPID[pid] {
 				if p.startedAt < e.Start {
-					e.Killed = p.killSent
+					e.Killed = p.killedAt
 				}
 			}
 			execs = append(execs, e)

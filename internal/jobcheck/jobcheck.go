@@ -43,8 +43,10 @@ type Execution struct {
 	// recorded (its lease still held). A kill between the recording and
 	// the acknowledgement leaves it false.
 	Recorded bool
-	// Killed is when SIGKILL was sent to the run's process, as the killer
-	// read lockcheck.Now just before sending it; 0 if it never was.
+	// Killed is when the run's process was dead, as its killer read
+	// lockcheck.Now once the process was reaped after SIGKILL; 0 if it was
+	// never killed. (Not when the signal was sent: a process may log a
+	// start in between, as it did in a make chaos run.)
 	Killed int64
 }
 
@@ -126,9 +128,9 @@ func checkJob(es []Execution, counts *Counts) string {
 		case e.End != 0 && e.End < e.Start:
 			return fmt.Sprintf("run %d ends before it starts", i+1)
 		case e.Killed != 0 && e.Start >= e.Killed:
-			return fmt.Sprintf("run %d starts after its process was killed", i+1)
+			return fmt.Sprintf("run %d starts after its process died", i+1)
 		case e.Killed != 0 && e.End >= e.Killed:
-			return fmt.Sprintf("run %d ends after its process was killed", i+1)
+			return fmt.Sprintf("run %d ends after its process died", i+1)
 		}
 		if i == len(es)-1 {
 			switch {
@@ -145,8 +147,8 @@ func checkJob(es []Execution, counts *Counts) string {
 		}
 		next := es[i+1]
 		// The next run must start after stop: when run i's handler
-		// returned, or when its process was sent the kill (it died just
-		// after, or its lease was renewed until then).
+		// returned, or when its process was dead (its lease was renewed
+		// until it died, or it had been lost before).
 		var stop int64
 		switch {
 		case e.Lost:

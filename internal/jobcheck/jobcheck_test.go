@@ -102,9 +102,9 @@ func TestCheckCatchesUnexplainedRuns(t *testing.T) {
 			[]Execution{{Job: "j", Process: 2, Start: 1, End: 2, Recorded: true}, {Job: "x", Process: 2, Start: 1, End: 2, Recorded: true}},
 			"job x: not a job of the history",
 		},
-		"logged after its process was killed": {
+		"logged after its process died": {
 			[]Execution{{Job: "j", Process: 1, Start: 110, End: 120, Recorded: true, Killed: 100}},
-			"run 1 starts after its process was killed",
+			"run 1 starts after its process died",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
