@@ -502,15 +502,22 @@ func (c *Cluster) Close() error {
 func StartT(tb testing.TB, opts *Options) *Server {
 	tb.Helper()
 	s, err := Start(opts)
+	return closedWith(tb, s, err)
+}
+
+// closedWith returns v, closed when tb ends (a Close error reported with
+// tb.Error), or calls tb.Fatal with err if it is not nil.
+func closedWith[T io.Closer](tb testing.TB, v T, err error) T {
+	tb.Helper()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
+		if err := v.Close(); err != nil {
 			tb.Error(err)
 		}
 	})
-	return s
+	return v
 }
 
 // StartClusterT is StartCluster(3) for tests: it registers tb.Cleanup to
@@ -518,15 +525,7 @@ func StartT(tb testing.TB, opts *Options) *Server {
 func StartClusterT(tb testing.TB) *Cluster {
 	tb.Helper()
 	c, err := StartCluster(3)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			tb.Error(err)
-		}
-	})
-	return c
+	return closedWith(tb, c, err)
 }
 
 // shared is a lazily started instance kept for the whole test binary.

@@ -112,13 +112,5 @@ func (s *Server) SentinelMaster() (string, error) {
 func StartSentinelT(tb testing.TB, master *Server, replicas int) *Server {
 	tb.Helper()
 	s, err := StartSentinel(master, replicas)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Error(err)
-		}
-	})
-	return s
+	return closedWith(tb, s, err)
 }
