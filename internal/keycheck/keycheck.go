@@ -2,10 +2,12 @@
 // Baton promises of a concurrency key (docs/concurrency.md):
 //
 //   - no more executions of a key overlap in time than its limit;
-//   - fences are unique per key, and for keys of limit 1 they follow real
-//     time: an execution that ended before another started has the smaller
-//     fence. (With a larger limit two leases granted together may start
-//     their handlers in either order, so only uniqueness is checked.)
+//   - fences are unique per key, a job's runs included (every lease has
+//     its own: one fence twice is one lease run twice), and for keys of
+//     limit 1 they follow real time: an execution that ended before
+//     another started has the smaller fence. (With a larger limit two
+//     leases granted together may start their handlers in either order,
+//     so only uniqueness is checked.)
 //
 // An execution is the time its handler ran: from just after its fetch
 // (inside the lease) to just before its outcome was recorded, or to the
@@ -151,6 +153,9 @@ func checkFences(key string, es []Execution, ordered bool, add func(string, ...a
 		}
 		if other, dup := seen[e.Fence]; dup && other != e.Job {
 			add("key %q: fence %d given to jobs %s and %s", key, e.Fence, other, e.Job)
+		} else if dup {
+			// Every lease has a fence of its own: one lease run twice.
+			add("key %q: job %s ran twice with fence %d", key, e.Job, e.Fence)
 		}
 		seen[e.Fence] = e.Job
 	}

@@ -51,6 +51,10 @@ func TestCheckViolations(t *testing.T) {
 			[]Execution{{Job: "a", Key: "k", Fence: 1, Start: 0, End: 1}, {Job: "b", Key: "k", Fence: 1, Start: 2, End: 3}},
 			"fence 1 given to jobs a and b",
 		},
+		"one lease run twice, on a key of limit 3": {
+			[]Execution{{Job: "a", Key: "k3", Fence: 4, Start: 0, End: 1}, {Job: "a", Key: "k3", Fence: 4, Start: 2, End: 3}},
+			"job a ran twice with fence 4",
+		},
 		"fence went back": {
 			[]Execution{{Job: "a", Key: "k", Fence: 9, Start: 0, End: 1}, {Job: "b", Key: "k", Fence: 3, Start: 2, End: 3}},
 			"with fence 3 not above 9",
@@ -70,7 +74,7 @@ func TestCheckViolations(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			err := Check(tc.execs, map[string]int{"k": 1})
+			err := Check(tc.execs, map[string]int{"k": 1, "k3": 3})
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
 		})
