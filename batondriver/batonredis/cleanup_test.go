@@ -302,11 +302,13 @@ func TestIdleKeyCleanup(t *testing.T) {
 		ctx := context.Background()
 		key := "extended"
 		c := d.lockKeys(key).keys[4]
-		const ttl = 300 * time.Millisecond // extended every 100ms: late sleeps under load do not lose it
+		// Extended every 200ms: late sleeps under load do not lose it (at
+		// 300ms and every 100ms they did, with other suites running).
+		const ttl = 600 * time.Millisecond
 		r, err := d.LockAcquire(ctx, &batondriver.LockAcquireParams{Key: key, Token: "a", Limit: 2, TTL: ttl})
 		require.NoError(t, err)
 		require.True(t, r.Granted)
-		for range 8 { // 800ms: past the lease and the idle TTL
+		for range 5 { // 1s: past the lease and the idle TTL
 			time.Sleep(ttl / 3)
 			e, err := d.LockExtend(ctx, &batondriver.LockExtendParams{Key: key, Token: "a", Fence: r.Fence, TTL: ttl})
 			require.NoError(t, err)
