@@ -161,7 +161,9 @@ func exerciseProcesses(t *testing.T, newDriver func(t *testing.T) batondriver.Jo
 
 	t.Run("Expires", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
-		f.beat(newProcess("short"), 50*time.Millisecond)
+		// 300ms, not less: on a loaded machine the list below came after
+		// a TTL of 50ms had run out.
+		f.beat(newProcess("short"), 300*time.Millisecond)
 		f.beat(newProcess("long"), time.Hour)
 		first := f.processes()
 		require.Equal(t, []string{"long", "short"}, processIDs(first))
