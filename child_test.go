@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -15,7 +16,8 @@ import (
 )
 
 // Child processes: TestMain runs the role named by BATON_CHILD (children);
-// a child reaches Redis at BATON_REDIS_ADDR under key prefix BATON_PREFIX,
+// a child reaches Redis at BATON_REDIS_ADDR (one address, or a Cluster's
+// node addresses comma-separated) under key prefix BATON_PREFIX,
 // logs what it does to BATON_LOG, prints "ready" when it works, and runs
 // until killed.
 
@@ -43,7 +45,7 @@ func childSetup() (*batonredis.Driver, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("BATON_REDIS_ADDR")}})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: strings.Split(os.Getenv("BATON_REDIS_ADDR"), ",")})
 	if err != nil {
 		return nil, nil, err
 	}

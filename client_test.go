@@ -100,10 +100,11 @@ func newJobDriver(t *testing.T) batondriver.JobDriver {
 }
 
 // redisDriver returns a Redis driver with its own client on the server at
-// addr, keys under prefix ("" for the default), both closed with the test.
+// addr (or the Cluster at its nodes' addresses, comma-separated), keys
+// under prefix ("" for the default), both closed with the test.
 func redisDriver(t testing.TB, addr, prefix string) *batonredis.Driver {
 	t.Helper()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: strings.Split(addr, ",")})
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	d, err := batonredis.New(client, &batonredis.Config{Prefix: prefix})

@@ -168,16 +168,17 @@ type crashProc struct {
 	killedAt  int64 // lockcheck.Now once it was dead
 }
 
-// crashRun runs three worker processes in role on srv under prefix, logging
+// crashRun runs three worker processes in role on Redis at addr (a
+// Cluster's node addresses comma-separated) under prefix, logging
 // to logPath, and kills one at random every 200-600ms until killFor has
 // passed, restarting it, until done reports true (or fails the test after
 // killFor + 40s). It returns every process started.
-func crashRun(t *testing.T, role string, srv *redistest.Server, prefix, logPath string,
+func crashRun(t *testing.T, role, addr, prefix, logPath string,
 	killFor time.Duration, done func() bool) []*crashProc {
 	var procs []*crashProc
 	spawn := func() *crashProc {
 		startedAt := lockcheck.Now()
-		cmd := startChild(t, role, srv.Addr(), prefix, logPath)
+		cmd := startChild(t, role, addr, prefix, logPath)
 		p := &crashProc{cmd: cmd, pid: cmd.Process.Pid, startedAt: startedAt}
 		procs = append(procs, p)
 		return p
@@ -224,11 +225,11 @@ func crashJobs(t *testing.T, jobs int) (int, time.Duration) {
 	return jobs, time.Duration(jobs/150) * time.Second
 }
 
-// crashClient is a client on a fresh prefix of srv, for the test's inserts
-// and checks.
-func crashClient(t *testing.T, srv *redistest.Server) (*baton.Client, string) {
+// crashClient is a client on a fresh prefix of Redis at addr (as
+// crashRun's), for the test's inserts and checks.
+func crashClient(t *testing.T, addr string) (*baton.Client, string) {
 	prefix := fmt.Sprintf("crash%d", time.Now().UnixNano())
-	c, err := baton.NewClient(redisDriver(t, srv.Addr(), prefix), &baton.Config{AllowUnknownKinds: true, Logger: quiet})
+	c, err := baton.NewClient(redisDriver(t, addr, prefix), &baton.Config{AllowUnknownKinds: true, Logger: quiet})
 	require.NoError(t, err)
 	return c, prefix
 }
@@ -247,9 +248,9 @@ func TestCrashWorkersLoseNoJob(t *testing.T) {
 	jobs, duration := crashJobs(t, 3000)
 	srv := redistest.StartT(t, nil)
 	logPath := filepath.Join(t.TempDir(), "executions.log")
-	c, prefix := crashClient(t, srv)
+	c, prefix := crashClient(t, srv.Addr())
 	ids := insertCrashJobs(t, c, jobs)
-	procs := crashRun(t, "jobworker", srv, prefix, logPath, duration, completed(t, c, jobs))
+	procs := crashRun(t, "jobworker", srv.Addr(), prefix, logPath, duration, completed(t, c, jobs))
 	counts, err := jobcheck.Check(ids, readCrashLog(t, logPath, procs))
 	require.NoError(t, err)
 	t.Logf("%d executions of %d jobs: %d runs cut off by a kill, %d by a lost lease, each before the next began",
@@ -267,9 +268,9 @@ func TestBrokenFinishCaughtByCrashCheck(t *testing.T) {
 	const jobs = 300
 	srv := redistest.StartT(t, nil)
 	logPath := filepath.Join(t.TempDir(), "executions.log")
-	c, prefix := crashClient(t, srv)
+	c, prefix := crashClient(t, srv.Addr())
 	ids := insertCrashJobs(t, c, jobs)
-	procs := crashRun(t, "jobworkerbroken", srv, prefix, logPath, 2*time.Second, completed(t, c, jobs))
+	procs := crashRun(t, "jobworkerbroken", srv.Addr(), prefix, logPath, 2*time.Second, completed(t, c, jobs))
 	_, err := jobcheck.Check(ids, readCrashLog(t, logPath, procs))
 	var bad *jobcheck.Error
 	require.True(t, errors.As(err, &bad), "the mutant's history passed the check: %v", err)

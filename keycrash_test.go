@@ -109,7 +109,7 @@ func twoQueues(pid int) bool { return pid%2 == 1 }
 // (the workers' default limit is 1).
 func keyedCrashClient(t *testing.T, srv *redistest.Server) (*baton.Client, string) {
 	t.Helper()
-	c, prefix := crashClient(t, srv)
+	c, prefix := crashClient(t, srv.Addr())
 	for k, limit := range keyedCrashKeys {
 		if limit != 1 {
 			_, err := c.SetLimit(t.Context(), "default", k, limit)
@@ -137,7 +137,7 @@ func TestCrashKeyedWorkersKeepLimits(t *testing.T) {
 	}
 	_, err := c.InsertMany(ctx, batch)
 	require.NoError(t, err)
-	procs := crashRun(t, "keyworker", srv, prefix, logPath, duration, completed(t, c, jobs))
+	procs := crashRun(t, "keyworker", srv.Addr(), prefix, logPath, duration, completed(t, c, jobs))
 	execs, ids := readKeyedLog(t, logPath, procs)
 	require.Len(t, ids, jobs, "every job ran")
 	require.NoError(t, keycheck.Check(execs, keyedCrashKeys))
