@@ -43,7 +43,7 @@ func TestNetworkFaultsKeepLimits(t *testing.T) {
 		jobs = n
 	}
 	srv := redistest.StartT(t, nil)
-	admin, prefix := keyedCrashClient(t, srv)
+	admin, prefix := keyedCrashClient(t, srv.Addr(), []string{"default"})
 	ctx := context.Background()
 	byKey := &baton.ConcurrencyOpts{Key: baton.KeyOf(func(a keyedCrashArgs) string { return a.Key }), Limit: 1}
 
