@@ -2,6 +2,7 @@ package baton_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/batondriver/batonredis"
 )
 
@@ -57,4 +59,18 @@ func childSetup() (*batonredis.Driver, *os.File, error) {
 func childFailed(err error) int {
 	fmt.Fprintln(os.Stderr, err)
 	return 1
+}
+
+// childServe starts c, the client NewClient returned with err, says
+// "ready" and works until the child is killed; it returns an exit code
+// only if c could not be made or started.
+func childServe(c *baton.Client, err error) int {
+	if err == nil {
+		err = c.Start(context.Background())
+	}
+	if err != nil {
+		return childFailed(err)
+	}
+	fmt.Println("ready")
+	select {} // until killed
 }

@@ -102,14 +102,7 @@ func runCrashWorker(broken bool) int {
 		Workers: workers, Concurrency: 16, LeaseTTL: 600 * time.Millisecond,
 		PollInterval: 200 * time.Millisecond, Logger: quiet,
 	})
-	if err != nil {
-		return childFailed(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		return childFailed(err)
-	}
-	fmt.Println("ready")
-	select {} // until killed
+	return childServe(c, err)
 }
 
 // acknowledgingDriver tells log of every outcome its backend acknowledged:

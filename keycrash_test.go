@@ -118,14 +118,7 @@ func runKeyedCrashWorker(queues []string) int {
 		cfg.Queues = append(cfg.Queues, baton.QueueConfig{Name: "other"})
 	}
 	c, err := baton.NewClient(d, cfg)
-	if err != nil {
-		return childFailed(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		return childFailed(err)
-	}
-	fmt.Println("ready")
-	select {} // until killed
+	return childServe(c, err)
 }
 
 // alsoEmptyQueue reports whether the keyed crash worker of process pid

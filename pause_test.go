@@ -39,14 +39,7 @@ func runPausedWorker() int {
 		return ctx.Err()
 	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
 	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Concurrency: 1, LeaseTTL: pausedLease, Logger: quiet})
-	if err == nil {
-		err = c.Start(context.Background())
-	}
-	if err != nil {
-		return childFailed(err)
-	}
-	fmt.Println("ready")
-	select {}
+	return childServe(c, err)
 }
 
 // A worker process paused (SIGSTOP, as a long GC pause or a frozen VM

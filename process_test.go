@@ -339,14 +339,7 @@ func runProcessBeater() int {
 	workers := baton.NewWorkers()
 	baton.AddWorker(workers, baton.WorkFunc[emailArgs](noop), nil)
 	c, err := baton.NewClient(d, &baton.Config{Workers: workers, ProcessName: "doomed", ProcessTTL: 600 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		return childFailed(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		return childFailed(err)
-	}
-	fmt.Println("ready")
-	select {} // until killed
+	return childServe(c, err)
 }
 
 // A process killed with SIGKILL cannot remove its record: it stays listed

@@ -110,15 +110,7 @@ func runCronWorker() int {
 			},
 		}},
 	})
-	if err == nil {
-		err = c.Start(context.Background())
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Println("ready")
-	select {}
+	return childServe(c, err)
 }
 
 // cronEvery is the cron workers' interval: long enough that all three
