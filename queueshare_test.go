@@ -161,7 +161,8 @@ func TestMaxWorkersFullQueueKeepsUpkeep(t *testing.T) {
 			}
 			return nil
 		}), nil)
-		c, err := baton.NewClient(newJobDriver(t), &baton.Config{
+		d := &fetchesByQueue{JobDriver: newJobDriver(t), n: map[string]int{}}
+		c, err := baton.NewClient(d, &baton.Config{
 			Workers: w, Concurrency: 2, Logger: quiet, PollInterval: time.Minute,
 			Queues: []baton.QueueConfig{{Name: "s", MaxWorkers: 1}},
 		})
@@ -179,5 +180,50 @@ func TestMaxWorkersFullQueueKeepsUpkeep(t *testing.T) {
 		start(t, c)
 		n := recv(t, due, "the scheduled job's start")
 		require.Less(t, n, int64(backlog/2), "the scheduled job waited for the backlog to drain")
+		t.Logf("%d fetches of the queue for %d jobs", d.count("s"), n)
+	})
+}
+
+// A queue with its whole share is fetched for its upkeep only when that is
+// due — its next scheduled job, or the poll — not at every round that
+// another queue's workers make: while a capped queue's one job runs a
+// while beside 2,000 quick jobs of another queue, the capped queue is
+// fetched no more than a few times (hundreds, when every round did).
+func TestMaxWorkersFullQueueFetchedWhenDue(t *testing.T) {
+	eachBackend(t, func(t *testing.T) {
+		t.Parallel()
+		var quick atomic.Int64
+		release := make(chan struct{})
+		defer close(release)
+		w := baton.NewWorkers()
+		baton.AddWorker(w, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			if job.Queue == "capped" { // runs until the other queue's jobs are done
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return nil
+			}
+			quick.Add(1)
+			return nil
+		}), nil)
+		d := &fetchesByQueue{JobDriver: newJobDriver(t), n: map[string]int{}}
+		c, err := baton.NewClient(d, &baton.Config{Workers: w, Concurrency: 4, Logger: quiet, PollInterval: time.Minute,
+			Queues: []baton.QueueConfig{{Name: "capped", MaxWorkers: 1}, {Name: "busy"}}})
+		require.NoError(t, err)
+		ctx := context.Background()
+		_, err = c.Insert(ctx, webhookArgs{}, &baton.InsertOpts{Queue: "capped"})
+		require.NoError(t, err)
+		jobs := make([]*baton.InsertManyParams, 2000)
+		for i := range jobs {
+			jobs[i] = &baton.InsertManyParams{Args: webhookArgs{N: i}, Opts: &baton.InsertOpts{Queue: "busy"}}
+		}
+		_, err = c.InsertMany(ctx, jobs)
+		require.NoError(t, err)
+		start(t, c)
+		require.Eventually(t, func() bool { return quick.Load() == 2000 }, 10*time.Second, time.Millisecond)
+		n := d.count("capped")
+		t.Logf("the capped queue was fetched %d times beside %d fetches of the other", n, d.count("busy"))
+		require.LessOrEqual(t, n, 5)
 	})
 }

@@ -77,6 +77,12 @@ type runner struct {
 	// backoffs are the queues whose last fetch failed, each asked again
 	// after its own back-off; only the dispatcher uses them.
 	backoffs map[string]*fetchBackoff
+	// upkeepAt is, per queue, when a round next owes it a fetch for no job
+	// (the pool full, or the queue with its whole share,
+	// QueueConfig.MaxWorkers): its earliest
+	// scheduled job's time as its last fetch saw it, or a PollInterval
+	// after that fetch (expired leases), whichever comes first.
+	upkeepAt map[string]time.Time
 
 	// beater keeps this process in the list of live processes
 	// (process.go), from Start until Stop returns.
@@ -159,6 +165,7 @@ func (c *Client) Start(ctx context.Context) error {
 		wake:     make(chan struct{}, 1),
 		running:  make(map[execKey]*execution),
 		backoffs: make(map[string]*fetchBackoff),
+		upkeepAt: make(map[string]time.Time),
 		free:     c.cfg.Concurrency,
 		shares:   newShares(c.cfg.Queues),
 		changed:  make(chan struct{}),
@@ -389,9 +396,10 @@ func (r *runner) dispatch() {
 // fetchRound asks the queues in order for as many jobs as there are free
 // workers, each at most for its share (QueueConfig.MaxWorkers). With none
 // free when the round began (upkeep) it still fetches, for no job, and so
-// it does for a queue that has its whole share: the finishes hand busy
-// workers their next jobs, but only a fetch admits due jobs, takes back
-// expired leases and sweeps. It returns
+// it does for a queue that has its whole share, each queue once its
+// upkeep is due (upkeepAt): the finishes hand busy workers their next
+// jobs, but only a fetch admits due jobs, takes back expired leases and
+// sweeps. It returns
 // the earliest scheduled time seen (or time to ask again a queue whose
 // fetch failed) and whether a queue had more jobs available than it was
 // asked for. A queue whose fetch failed is asked again only after a
@@ -416,6 +424,12 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 			// full pool: working alone, its workers are handed their next
 			// jobs by finishes, which admit no due job.
 			full = room == 0
+		}
+		// An upkeep fetch only when due, not at every round the other
+		// queues' workers make.
+		if at := r.upkeepAt[queue]; full && time.Now().Before(at) {
+			next = earliest(next, at)
+			continue
 		}
 		if r.fetchCtx.Err() != nil {
 			return next, more
@@ -458,6 +472,7 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 			continue
 		}
 		delete(r.backoffs, queue)
+		r.upkeepAt[queue] = earliest(res.NextRunAt, time.Now().Add(r.cfg.PollInterval))
 		if !full || upkeep {
 			more = more || res.More // a full queue's jobs wait for its workers
 		}
