@@ -102,9 +102,10 @@ type Config struct {
 	// PollInterval is the safety net of fetching: an idle worker pool asks
 	// its queues at least this often even if no insert woke it. New jobs
 	// wake it at once. A pool whose workers are all busy (each finish hands
-	// its worker the next job) still fetches, for no job, this often and when
-	// a scheduled job comes due: only a fetch admits due jobs and takes back
-	// expired leases. Default 1s; at least 1ms.
+	// its worker the next job), or a queue with its whole MaxWorkers share,
+	// still fetches, for no job, this often and when a scheduled job comes
+	// due: only a fetch admits due jobs and takes back expired leases.
+	// Default 1s; at least 1ms.
 	PollInterval time.Duration
 
 	// DisableChaining turns off chained jobs. By default, when a queue has
