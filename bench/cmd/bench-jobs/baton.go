@@ -35,7 +35,7 @@ type batonSide struct {
 // set, is registered as the worker of benchArgs. The client's logs are
 // discarded.
 func newBatonSide(addr, prefix string, cfg *baton.Config, work baton.WorkFunc[benchArgs]) (*batonSide, error) {
-	cell, err := jobcell.NewBatonOptions(rueidis.ClientOption{InitAddress: []string{addr}, MaxFlushDelay: flushDelay}, prefix)
+	cell, err := jobcell.NewBatonOptions(rueidis.ClientOption{InitAddress: []string{addr}, MaxFlushDelay: flushDelay, DisableAutoPipelining: noAutoPipelining}, prefix)
 	if err != nil {
 		return nil, err
 	}

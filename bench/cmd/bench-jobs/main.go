@@ -72,6 +72,12 @@ var only *regexp.Regexp
 // 0 is rueidis's default, which flushes at once.
 var flushDelay time.Duration
 
+// noAutoPipelining sets rueidis's DisableAutoPipelining under every Baton
+// Client (parts 1-4, not 4b and 4c), set by -disable-autopipelining: each
+// call on a pooled connection that its caller writes and reads, as
+// go-redis does, instead of through rueidis's background writer and reader.
+var noAutoPipelining bool
+
 // selected reports whether -only lets the row name run.
 func selected(name string) bool { return runflags.Selected(only, name) }
 
@@ -82,6 +88,7 @@ func main() {
 	flag.BoolVar(&verbose, "v", false, "also print each cell's server commands per job and their cost")
 	onlyRe := flag.String("only", "", "run only the rows of parts 1-3 whose name matches `regexp` (for diagnosis)")
 	flag.DurationVar(&flushDelay, "flush-delay", 0, "rueidis `MaxFlushDelay` under every Baton Client (parts 1-4, not 4b and 4c; 0: rueidis's default)")
+	flag.BoolVar(&noAutoPipelining, "disable-autopipelining", false, "rueidis `DisableAutoPipelining` under every Baton Client (parts 1-4, not 4b and 4c)")
 	flag.Parse()
 	if flushDelay < 0 {
 		fmt.Fprintln(os.Stderr, "bench-jobs: -flush-delay must not be negative")
@@ -107,8 +114,8 @@ func run(quick bool, parts, cpuprofile string) error {
 	defer bed.Close()
 	fmt.Printf("  peer:         github.com/hibiken/asynq %s\n", machine.ModuleVersion("github.com/hibiken/asynq"))
 	machine.PrintMode(os.Stdout, quick, "small sizes")
-	if flushDelay > 0 {
-		fmt.Printf("  Baton's rueidis clients (parts 1-4, not 4b and 4c): MaxFlushDelay %v (-flush-delay)\n\n", flushDelay)
+	if flushDelay > 0 || noAutoPipelining {
+		fmt.Printf("  Baton's rueidis clients (parts 1-4, not 4b and 4c): MaxFlushDelay %v (-flush-delay), DisableAutoPipelining %v (-disable-autopipelining)\n\n", flushDelay, noAutoPipelining)
 	}
 
 	e := &env{p: p, addr: bed.Addr, stats: bed.Stats, goals: &goals.List{}}
