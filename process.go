@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +62,11 @@ type ProcessInfo struct {
 	StartedAt time.Time
 	SeenAt    time.Time
 	ExpiresAt time.Time
+}
+
+// Works reports whether the process works queue (one of its Queues).
+func (p *ProcessInfo) Works(queue string) bool {
+	return slices.ContainsFunc(p.Queues, func(q QueueConfig) bool { return q.Name == queue })
 }
 
 // ProcessList returns the live worker processes — the started clients

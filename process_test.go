@@ -392,3 +392,10 @@ func TestProcessConfig(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+func TestProcessInfoWorks(t *testing.T) {
+	p := &baton.ProcessInfo{Queues: []baton.QueueConfig{{Name: "critical"}, {Name: "default"}}}
+	require.True(t, p.Works("default"))
+	require.False(t, p.Works("low"))
+	require.False(t, (&baton.ProcessInfo{}).Works("default"))
+}

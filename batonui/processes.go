@@ -3,7 +3,6 @@ package batonui
 import (
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/batonhq/baton"
 )
@@ -43,7 +42,7 @@ func (h *handler) processes(w http.ResponseWriter, r *http.Request) {
 func workingProcesses(list []*baton.ProcessInfo, queue string) *processesData {
 	d := &processesData{Queue: queue}
 	for _, p := range list {
-		if queue != "" && !slices.ContainsFunc(p.Queues, func(q baton.QueueConfig) bool { return q.Name == queue }) {
+		if queue != "" && !p.Works(queue) {
 			continue
 		}
 		d.Processes = append(d.Processes, p)

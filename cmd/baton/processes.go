@@ -69,7 +69,7 @@ whatever queue they serve).`,
 				return err
 			}
 			if queue != "" {
-				list = slices.DeleteFunc(list, func(p *baton.ProcessInfo) bool { return !works(p, queue) })
+				list = slices.DeleteFunc(list, func(p *baton.ProcessInfo) bool { return !p.Works(queue) })
 			}
 			now := time.Now()
 			out := make([]*processOut, len(list))
@@ -113,11 +113,6 @@ whatever queue they serve).`,
 	}
 	queueFlag(cmd, &queue)
 	return cmd
-}
-
-// works reports whether p works queue.
-func works(p *baton.ProcessInfo, queue string) bool {
-	return slices.ContainsFunc(p.Queues, func(q baton.QueueConfig) bool { return q.Name == queue })
 }
 
 func toProcessOut(p *baton.ProcessInfo) *processOut {
