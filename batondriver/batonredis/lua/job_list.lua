@@ -82,11 +82,11 @@ else
   out[1] = redis.call('ZCARD', set)
   ids = redis.call('ZRANGE', set, offset, offset + limit - 1)
 end
+-- A row's fields and its output, in one HMGET (adminFields in jobs.go).
+local fields = {unpack(F)}
+fields[#F + 1] = 'output'
 for _, id in ipairs(ids) do
-  local v = load_job(J .. id)
-  if v then
-    v[#F + 1] = redis.call('HGET', J .. id, 'output') -- the admin row's extra field
-    push_job(out, id, v)
-  end
+  local v = redis.call('HMGET', J .. id, unpack(fields))
+  if v[FI.state] then push_job(out, id, v) end
 end
 return out
