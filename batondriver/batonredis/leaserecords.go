@@ -28,7 +28,15 @@ import (
 // Record keys are reused: a call whose reply arrived frees its key for the
 // next call, whose nonce tells its record from the one before. So in
 // steady state a leasing call costs one SET, and the keys of a process
-// number its leasing calls in flight, each expiring with its last leases.
+// number its leasing calls in flight, each expiring two minutes after its
+// last leases (RECORD_GRACE in lua/joblib.lua: a settle after the leases
+// ran out still finds it).
+
+// recordGrace is how long a record outlives the leases it names
+// (RECORD_GRACE in lua/joblib.lua, which writes it): longer than
+// minLostWait, so that a lost call settled after its leases ran out still
+// has its jobs given back.
+const recordGrace = 2 * time.Minute
 
 // maxSettle bounds the lost calls one call settles.
 const maxSettle = 16

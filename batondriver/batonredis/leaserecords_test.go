@@ -563,3 +563,36 @@ func TestLostCallsCancelledJobsEndCancelled(t *testing.T) {
 		})
 	}
 }
+
+// A lost call settled only after its leases ran out (its driver's process
+// stalled, or fetched nothing for longer than the lease) still gives its
+// jobs back, as never leased: the record outlives the leases, and the
+// settle comes before the same call takes expired leases back. (With a
+// record that expired with the leases, the job of one attempt went dead
+// without having run, as TestRedisStallsWasteNoAttempt once saw on a
+// loaded machine.)
+func TestLostCallSettledAfterItsLeasesExpired(t *testing.T) {
+	t.Parallel()
+	px, d, check, q := lostReplySetup(t)
+	once := newJob("once", 1)
+	once.MaxAttempts = 1
+	rows := insertJobs(t, check, q, once)
+	const ttl = 200 * time.Millisecond
+	fetch := func() (*batondriver.JobFetchResult, error) {
+		return d.JobFetch(jobCtx(t), &batondriver.JobFetchParams{Queue: q, Max: 1, LeaseTTL: ttl})
+	}
+
+	px.LoseReplyTo("_job_fetch")
+	_, err := fetch()
+	require.Error(t, err, "the reply was lost")
+	state, _ := jobState(t, check, q, rows[0].ID)
+	require.Equal(t, batondriver.JobStateRunning, state, "the server ran the lost fetch")
+	time.Sleep(2 * ttl)
+
+	got, err := fetch()
+	require.NoError(t, err)
+	require.Equal(t, ids(rows), ids(got.Jobs), "given back, not taken back as expired, and leased again")
+	require.Equal(t, 1, got.Jobs[0].Attempt, "the lost lease counted no attempt")
+	require.Zero(t, got.Recovered)
+	require.Zero(t, d.leases.lostCalls(q), "settled")
+}

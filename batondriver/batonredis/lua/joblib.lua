@@ -1140,17 +1140,26 @@ end
 --
 -- A record is a string key of the caller's naming, passed in KEYS with a
 -- nonce in ARGV: "nonce id lease id lease ...", each job leased or chained
--- with its lease, written (SET, PX until the last of those leases ends)
--- only if the call leased or chained any. The caller reuses its record keys once it has the reply
+-- with its lease, written (SET, PX until RECORD_GRACE after the last of
+-- those leases ends) only if the call leased or chained any. The caller reuses its record keys once it has the reply
 -- of the call that used one, and tells calls apart by their nonces: a
 -- record with another call's nonce is not that call's.
 
+-- How long a record outlives its leases, in ms: longer than its caller
+-- settles a lost call (minLostWait in leaserecords.go, a minute after the
+-- call failed, itself at most a lease wait after the record was written).
+-- A settle that comes after the leases ran out (its caller stalled, or
+-- called nothing for longer than the lease) then still finds the record,
+-- and gives back as never leased the jobs no call has taken back as
+-- expired yet: a job of one attempt does not go dead without having run.
+local RECORD_GRACE = 120000
+
 -- Write the record of this call: jobs, a list {id, lease, ...}, under key
--- rec with nonce, for ttl ms (the jobs' leases last no longer). Nothing if
--- jobs is empty.
+-- rec with nonce, for RECORD_GRACE ms beyond ttl, when the jobs' leases
+-- end. Nothing if jobs is empty.
 local function write_record(rec, nonce, jobs, ttl)
   if #jobs == 0 then return end
-  redis.call('SET', rec, nonce .. ' ' .. table.concat(jobs, ' '), 'PX', math.max(ttl, 1))
+  redis.call('SET', rec, nonce .. ' ' .. table.concat(jobs, ' '), 'PX', math.max(ttl, 0) + RECORD_GRACE)
 end
 
 -- Take job id back from a call whose reply was lost, if it still runs
