@@ -164,7 +164,8 @@ func (c cronSchedule) String() string { return c.spec }
 // Catch-up: ticks that passed while no client was running are not made up
 // for; the schedule resumes with the next tick. A tick a running client
 // could not insert (the backend was unreachable) is retried until the
-// next tick, then given up (logged at Warn). A client that wakes for a
+// next tick, then given up (logged at Warn with periodic_job and
+// given_up_tick; the last try may have inserted it after all). A client that wakes for a
 // tick only once the next one is due too (a stalled process) fires the
 // latest tick due and leaves the ticks before it to the other clients;
 // it logs them at Warn with the attributes periodic_job, skipped (how
@@ -290,7 +291,7 @@ func (r *runner) fire(p *PeriodicJob, reg *registration, tick, next time.Time) {
 			log.Info("baton: periodic job inserted", "job_id", res.Jobs[0].ID)
 			return
 		case errors.Is(err, context.DeadlineExceeded) || r.fetchCtx.Err() != nil:
-			log.Warn("baton: periodic tick given up", "err", err)
+			log.Warn("baton: periodic tick given up", "given_up_tick", tick, "err", err)
 			return
 		}
 		log.Warn("baton: inserting periodic job failed; retrying", "err", err)

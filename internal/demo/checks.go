@@ -172,9 +172,10 @@ const stopGrace = 100 * time.Millisecond
 
 // fanoutCheck: every tick while both processes ran fired exactly one
 // fan-out, and every fan-out's digests ran. A tick may go unfired only if
-// both processes logged that they did not insert it — stalled past it, or
+// both processes logged that they did not insert it — stalled past it,
 // come late after a later tick (the schedule's catch-up:
-// baton.PeriodicJob) — or if it was due less than stopGrace before the
+// baton.PeriodicJob), or given up when the insert did not finish before
+// the next tick — or if it was due less than stopGrace before the
 // stop began; at least one tick must fire.
 func (r *run) fanoutCheck() Check {
 	c := Check{Name: "the fan-out fired once per tick"}
@@ -209,7 +210,7 @@ func (r *run) fanoutCheck() Check {
 	c.OK = expected > 0 && fanouts > 0 && len(missing) == 0 && len(twice) == 0 && digests == want && want == fanouts*r.plan.users
 	c.Detail = fmt.Sprintf("%d ticks (every %v) while the workers ran: %d fan-outs; %d of %d digests ran", expected, r.every, fanouts, digests, want)
 	if skipped > 0 {
-		c.Detail += fmt.Sprintf("; %s skipped by both processes, stalled or late, as logged", plural(skipped, "tick"))
+		c.Detail += fmt.Sprintf("; %s skipped by both processes, stalled, late or given up, as logged", plural(skipped, "tick"))
 	}
 	if len(missing) > 0 {
 		c.Detail += "; ticks never fired: " + strings.Join(missing, ", ")

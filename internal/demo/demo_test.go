@@ -248,13 +248,15 @@ func TestDrainGivesUp(t *testing.T) {
 
 // tickFault makes the insert of one fan-out tick, the third one asked
 // for, misbehave in every process: stall, as a process paused past the
-// next tick would (so that both processes skip the tick after it), or
-// lose, answering as if another process had inserted it.
+// next tick would (so that both processes skip the tick after it), fail
+// as an insert that did not finish before the next tick (so that both
+// give it up), or lose, answering as if another process had inserted it.
 type tickFault struct {
 	batondriver.Driver
-	stall time.Duration // else lose
-	mu    sync.Mutex
-	seen  []time.Time
+	stall  time.Duration // else give up, or else lose
+	giveUp bool
+	mu     sync.Mutex
+	seen   []time.Time
 }
 
 func (d *tickFault) JobInsert(ctx context.Context, p *batondriver.JobInsertParams) (*batondriver.JobInsertResult, error) {
@@ -269,6 +271,8 @@ func (d *tickFault) JobInsert(ctx context.Context, p *batondriver.JobInsertParam
 		case hit && d.stall > 0:
 			time.Sleep(d.stall)
 			ctx = context.WithoutCancel(ctx)
+		case hit && d.giveUp:
+			return nil, context.DeadlineExceeded
 		case hit:
 			return &batondriver.JobInsertResult{Skipped: true}, nil
 		}
@@ -278,20 +282,23 @@ func (d *tickFault) JobInsert(ctx context.Context, p *batondriver.JobInsertParam
 
 // TestFanoutSkippedTicks: a tick that no process fired holds the fan-out's
 // check only if every process logged it skipped, stalled past it (the
-// schedule's catch-up policy); a tick lost without a trace fails it.
+// schedule's catch-up policy), or given up; a tick lost without a trace
+// fails it.
 func TestFanoutSkippedTicks(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
 		stall   time.Duration
+		giveUp  bool
 		failing []string
 	}{
-		"stalled": {stall: 700 * time.Millisecond}, // over two periods of 250ms
-		"lost":    {failing: []string{"the fan-out fired once per tick"}},
+		"stalled":  {stall: 700 * time.Millisecond}, // over two periods of 250ms
+		"given up": {giveUp: true},
+		"lost":     {failing: []string{"the fan-out fired once per tick"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			res, err := Run(context.Background(), &tickFault{Driver: batonmem.New(), stall: tc.stall}, &out, &Config{Scale: scale})
+			res, err := Run(context.Background(), &tickFault{Driver: batonmem.New(), stall: tc.stall, giveUp: tc.giveUp}, &out, &Config{Scale: scale})
 			if tc.failing == nil {
 				require.NoError(t, err, out.String())
 			} else {
@@ -300,7 +307,7 @@ func TestFanoutSkippedTicks(t *testing.T) {
 			requireChecks(t, res, out.String(), tc.failing...)
 			for _, c := range res.Checks {
 				if strings.Contains(c.Name, "fan-out") {
-					if tc.stall > 0 {
+					if tc.failing == nil {
 						require.Regexp(t, `; \d+ ticks? skipped by both processes`, c.Detail)
 					} else {
 						require.Contains(t, c.Detail, "ticks never fired: ")

@@ -297,9 +297,10 @@ func (t *ticks) skipLogger(i int, every time.Duration) *slog.Logger {
 }
 
 // skipHandler passes the ticks baton logs as skipped (the attributes
-// first_skipped and last_skipped, at Warn) or come late (late_tick: a
-// later tick was inserted first) to ticks.skipped, and drops every other
-// record.
+// first_skipped and last_skipped, at Warn), come late (late_tick: a later
+// tick was inserted first) or given up (given_up_tick: its insert did not
+// finish before the next tick was due, or the client stopped) to
+// ticks.skipped, and drops every other record.
 type skipHandler struct {
 	ticks   *ticks
 	process int
@@ -317,7 +318,7 @@ func (h *skipHandler) Handle(_ context.Context, r slog.Record) error {
 			first = a.Value.Time()
 		case "last_skipped":
 			last = a.Value.Time()
-		case "late_tick":
+		case "late_tick", "given_up_tick":
 			first, last = a.Value.Time(), a.Value.Time()
 		}
 		return true
