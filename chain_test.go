@@ -501,8 +501,11 @@ func (d *slowFinishes) JobFinish(ctx context.Context, p *batondriver.JobFinishPa
 func TestChainOutlivesItsLease(t *testing.T) {
 	eachBackend(t, func(t *testing.T) {
 		t.Parallel()
-		const leaseTTL = 300 * time.Millisecond
-		d := &countingDriver{JobDriver: &slowFinishes{JobDriver: newJobDriver(t), delay: 40 * time.Millisecond}}
+		// A lease long enough that a loaded machine's stalls do not outlast
+		// it (at 300ms, a job once ran twice under a load average of 12,
+		// its renewal late), short enough that the chain is four leases.
+		const leaseTTL = 600 * time.Millisecond
+		d := &countingDriver{JobDriver: &slowFinishes{JobDriver: newJobDriver(t), delay: 60 * time.Millisecond}}
 		var mu sync.Mutex
 		runs := map[string]int{}
 		var lost atomic.Int32
@@ -521,10 +524,10 @@ func TestChainOutlivesItsLease(t *testing.T) {
 				}
 			}})
 		require.NoError(t, err)
-		const n = 30 // some 40ms each: four leases
+		const n = 40 // some 60ms each: four leases
 		ids := insertBacklog(t, c, "a", n)
 		start(t, c)
-		require.Eventually(t, completed(t, c, n), 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, completed(t, c, n), 20*time.Second, 5*time.Millisecond)
 		require.Zero(t, lost.Load(), "leases lost")
 		mu.Lock()
 		defer mu.Unlock()
