@@ -141,12 +141,14 @@ func exerciseProcesses(t *testing.T, newDriver func(t *testing.T) batondriver.Jo
 
 	t.Run("RenewalKeepsAlive", func(t *testing.T) {
 		f := newJobFixture(t, newDriver)
-		const ttl = 200 * time.Millisecond
+		// Long enough that a loaded machine's stalls do not outlast three
+		// beat intervals (at 200ms, one once did).
+		const ttl = 600 * time.Millisecond
 		p := newProcess("beating")
 		f.beat(p, ttl)
 		started := f.processes()[0].StartedAt
 		// Beats every ttl/4 keep it listed well past its first TTL.
-		for end := time.Now().Add(3 * ttl); time.Now().Before(end); {
+		for end := time.Now().Add(2 * ttl); time.Now().Before(end); {
 			time.Sleep(ttl / 4)
 			require.False(t, f.beat(p, ttl).Created, "renewed in time")
 			ps := f.processes()
