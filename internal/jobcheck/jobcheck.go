@@ -1,6 +1,8 @@
 // Package jobcheck checks histories of job executions recorded while worker
-// processes were killed (the crash test, crash_test.go) against what
-// Baton promises of a job's lease (docs/job-states.md, "At least once"):
+// processes were killed (the crash tests, crash_test.go and
+// keycrash_test.go, plain and keyed jobs, on standalone Redis and on a
+// Cluster) against what Baton promises of a job's lease
+// (docs/job-states.md, "At least once"):
 //
 //   - every job ran, and its last run ended with its outcome recorded;
 //   - a job runs again only after its run before was cut off, either by a
@@ -17,6 +19,13 @@
 // Times are lockcheck.Now (CLOCK_MONOTONIC), which processes on one
 // machine share, so the logs of the workers and the kill times of the test
 // that killed them form one history.
+//
+// The check trusts each execution's Killed: the death of the process that
+// ran it, not of another. Whoever builds a history must tell processes
+// apart by something a later process cannot share, not by PID: a worker
+// started after a kill may get the killed one's PID, and its runs would
+// take the killed one's kill time and acknowledgements (the crash tests
+// give each process a log file of its own).
 package jobcheck
 
 import (
@@ -28,8 +37,11 @@ import (
 
 // Execution is one run of a job's handler.
 type Execution struct {
-	Job     string
-	Process int   // the OS process that ran it (its PID), for messages
+	Job string
+	// Process names the OS process that ran it, for messages only: a
+	// number its history gives it (not its PID, which a later process may
+	// get).
+	Process int
 	Start   int64 // lockcheck.Now when the handler started
 	// End is when the handler returned; 0 if its process logged no end
 	// (it was killed first).
