@@ -35,9 +35,11 @@ import (
 // job but its last must have been cut off — by a kill of its process
 // before its outcome was recorded, or by the loss of its lease — before
 // the next began (internal/jobcheck). TestBrokenFinishCaughtByCrashCheck
-// shows the check catches a job run again for another reason. The keyed
-// crash tests (keycrash_test.go) run their workers with the same harness:
-// crashWorker and its log, crashRun, readCrashLogs.
+// shows the check catches a job run again for another reason. Its Cluster
+// variant runs the same on a 3-master Redis Cluster, the jobs spread over
+// three queues, one on each master. The keyed crash tests
+// (keycrash_test.go) run their workers with the same harness: crashWorker
+// and its log, crashRun, readCrashLogs.
 
 type crashArgs struct {
 	N int `json:"n"`
@@ -54,6 +56,7 @@ var crashClusterQueues = []string{"q0", "q1", "q2"}
 func init() {
 	children["jobworker"] = func() int { return runCrashWorker([]string{"default"}, false) }
 	children["jobworkerbroken"] = func() int { return runCrashWorker([]string{"default"}, true) }
+	children["jobworkercluster"] = func() int { return runCrashWorker(crashClusterQueues, false) }
 }
 
 // crashWorker is what the crash tests' worker processes share, whatever
@@ -311,6 +314,19 @@ func TestCrashWorkersLoseNoJob(t *testing.T) {
 	jobs, duration := crashJobs(t, 3000)
 	srv := redistest.StartT(t, nil)
 	crashPlain(t, "jobworker", srv.Addr(), []string{"default"}, jobs, duration)
+}
+
+// TestCrashWorkersLoseNoJobCluster is the crash test on a 3-master
+// Cluster: the workers reach every master, the jobs' queues
+// (crashClusterQueues) are on different masters. With its workers made
+// mutants (runCrashWorker(crashClusterQueues, true), a one-off edit) it
+// failed, jobcheck naming 59 of the 60 jobs the mutant may break.
+func TestCrashWorkersLoseNoJobCluster(t *testing.T) {
+	t.Parallel()
+	jobs, duration := crashJobs(t, 1500)
+	cluster := redistest.StartClusterT(t)
+	prefix := crashPlain(t, "jobworkercluster", strings.Join(cluster.Addrs(), ","), crashClusterQueues, jobs, duration)
+	requireQueuesOnMasters(t, cluster, prefix, crashClusterQueues)
 }
 
 // crashPlain is the body of the crash tests: jobs jobs spread over queues,

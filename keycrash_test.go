@@ -126,7 +126,9 @@ func TestCrashKeyedWorkersKeepLimits(t *testing.T) {
 
 // TestCrashKeyedWorkersKeepLimitsCluster is the keyed crash test on a
 // 3-master Cluster: the workers reach every master, the keys' queues
-// (crashClusterQueues) are on different masters.
+// (crashClusterQueues) are on different masters. With its workers made
+// mutants (runKeyedCrashWorker(crashClusterQueues, true), a one-off edit)
+// keycheck passed and jobcheck failed, naming 60 jobs.
 func TestCrashKeyedWorkersKeepLimitsCluster(t *testing.T) {
 	t.Parallel()
 	jobs, duration := crashJobs(t, 1500)
