@@ -15,8 +15,9 @@ demo:
 	$(GO) run ./cmd/baton demo
 
 # The long versions of the multi-process tests: the lock contention checker
-# for a minute, the job crash tests (plain, and keyed on standalone Redis and
-# on a 3-master Cluster, the keyed ones checked for over-limit overlap and
+# for a minute, the job crash tests (plain and keyed, each on standalone
+# Redis and on a 3-master Cluster, every rerun checked to be explained by a
+# kill or a lost lease, the keyed ones also for over-limit overlap and
 # fence order) with 20,000 jobs each and SIGKILLs, and
 # the network fault test (cuts and partitions) with 20,000 keyed jobs, and
 # 300 random sequences of 100 key transitions each (make test runs 20 of 60)
