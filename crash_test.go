@@ -112,9 +112,9 @@ func (w *crashWorker) log(format string, args ...any) {
 	_, _ = fmt.Fprintf(w.f, format, args...)
 }
 
-// run is a handler's execution of job id, the nth of the test, of key (""
-// for none) under fence: it logs its start, works for d or until ctx ends,
-// and logs its end.
+// run is a handler's execution of attempt attempt of job id, the nth of
+// the test, of key ("" for none) under fence: it logs its start, works
+// for d or until ctx ends, and logs its end.
 func (w *crashWorker) run(ctx context.Context, id string, n, attempt int, key string, fence int64, d time.Duration) {
 	if key == "" {
 		key = "-"
@@ -442,7 +442,9 @@ func jobExecutions(execs []crashExecution) []jobcheck.Execution {
 }
 
 // keyedExecutions is what keycheck takes of execs: a run its process's
-// kill cut off before it returned ends at the kill.
+// kill cut off before it returned ends at the kill. (Lost, which only
+// keycheck's messages read, also marks a run whose outcome was found
+// stale after its handler returned.)
 func keyedExecutions(execs []crashExecution) []keycheck.Execution {
 	out := make([]keycheck.Execution, len(execs))
 	for i, e := range execs {
