@@ -215,12 +215,12 @@ func (d swallowingDriver) JobFinish(ctx context.Context, p *batondriver.JobFinis
 }
 
 type crashProc struct {
-	n        int // its number, from 1 in start order
-	cmd      *exec.Cmd
-	pid      int
-	log      string // the file it logs to
-	killSent bool   // SIGKILL sent
-	killedAt int64  // lockcheck.Now once it was dead; 0 while alive
+	n           int // its number, from 1 in start order
+	cmd         *exec.Cmd
+	pid         int
+	log         string // the file it logs to
+	signalledAt int64  // lockcheck.Now once SIGKILL was sent; 0 while alive
+	killedAt    int64  // lockcheck.Now once it was dead
 }
 
 // crashRun runs three worker processes in role on Redis at addr (a
@@ -241,7 +241,7 @@ func crashRun(t *testing.T, role, addr, prefix string, killFor time.Duration, do
 	}
 	t.Cleanup(func() {
 		for _, p := range procs {
-			if !p.killSent {
+			if p.signalledAt == 0 {
 				_ = p.cmd.Process.Kill()
 				_ = p.cmd.Wait()
 			}
@@ -251,23 +251,26 @@ func crashRun(t *testing.T, role, addr, prefix string, killFor time.Duration, do
 	deadline := time.Now().Add(killFor + 40*time.Second)
 	killUntil := time.Now().Add(killFor)
 	kills := 0
+	var teardown time.Duration // the longest from a kill's signal to its reaping
 	for !done() {
 		require.True(t, time.Now().Before(deadline), "jobs not all done in time")
 		time.Sleep(time.Duration(200+rand.IntN(400)) * time.Millisecond)
 		if time.Now().Before(killUntil) {
 			i := rand.IntN(len(alive))
 			victim := alive[i]
-			victim.killSent = true
 			require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+			// Read once the signal is sent, not before: the process may
+			// log a start in between, and runs no code after it.
+			victim.signalledAt = lockcheck.Now()
 			_ = victim.cmd.Wait()
-			// Read once it is dead, not as the signal is sent: it may log
-			// a start in between, and logs nothing after this.
+			// And once it is dead: it logged nothing after this.
 			victim.killedAt = lockcheck.Now()
+			teardown = max(teardown, time.Duration(victim.killedAt-victim.signalledAt))
 			kills++
 			alive[i] = spawn()
 		}
 	}
-	t.Logf("%d kills", kills)
+	t.Logf("%d kills, the longest %v from the signal to the process reaped", kills, teardown)
 	return procs
 }
 
@@ -442,13 +445,14 @@ func jobExecutions(execs []crashExecution) []jobcheck.Execution {
 }
 
 // keyedExecutions is what keycheck takes of execs: a run its process's
-// kill cut off before it returned ends at the kill. (Lost, which only
+// kill cut off before it returned ends as the signal was sent (see
+// jobcheck.Execution.Signalled). (Lost, which only
 // keycheck's messages read, also marks a run whose outcome was found
 // stale after its handler returned.)
 func keyedExecutions(execs []crashExecution) []keycheck.Execution {
 	out := make([]keycheck.Execution, len(execs))
 	for i, e := range execs {
-		out[i] = keycheck.Execution{Job: e.Job, Key: e.Key, Fence: e.Fence, Start: e.Start, End: cmp.Or(e.End, e.Killed), Lost: e.Lost}
+		out[i] = keycheck.Execution{Job: e.Job, Key: e.Key, Fence: e.Fence, Start: e.Start, End: cmp.Or(e.End, e.Signalled, e.Killed), Lost: e.Lost}
 	}
 	return out
 }
@@ -483,7 +487,7 @@ func readCrashLog(t *testing.T, p *crashProc) []crashExecution {
 		var err error
 		switch {
 		case len(fields) == 6 && fields[0] == "start":
-			e := &crashExecution{Execution: jobcheck.Execution{Job: fields[2], Process: p.n, Killed: p.killedAt}}
+			e := &crashExecution{Execution: jobcheck.Execution{Job: fields[2], Process: p.n, Signalled: p.signalledAt, Killed: p.killedAt}}
 			if fields[3] != "-" {
 				e.Key = fields[3]
 			}
@@ -534,7 +538,7 @@ func TestCrashLogsOfOnePID(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	procs := []*crashProc{
-		{n: 1, pid: 4242, log: filepath.Join(dir, "1.log"), killedAt: 1000},
+		{n: 1, pid: 4242, log: filepath.Join(dir, "1.log"), signalledAt: 990, killedAt: 1000},
 		{n: 2, pid: 4242, log: filepath.Join(dir, "2.log")},
 	}
 	require.NoError(t, os.WriteFile(procs[0].log, []byte(

@@ -57,9 +57,21 @@ type Execution struct {
 	Recorded bool
 	// Killed is when the run's process was dead, as its killer read
 	// lockcheck.Now once the process was reaped after SIGKILL; 0 if it was
-	// never killed. (Not when the signal was sent: a process may log a
-	// start in between, as it did in a make chaos run.)
+	// never killed. The run must start and end before it. (Not when the
+	// signal was about to be sent: a process may log a start in between,
+	// as it did in a make chaos run.)
 	Killed int64
+	// Signalled is when SIGKILL had been sent to the run's process, as its
+	// killer read lockcheck.Now once kill(2) returned; 0 leaves Killed to
+	// stand for it. From then on the process runs no code (no thread
+	// with SIGKILL pending returns to user code, bar the microseconds an
+	// interrupt takes to stop one running on another CPU), so a run it
+	// had going was cut off then, and the job may run again after it.
+	// Not after Killed: a killed process's teardown and its killer's own
+	// delays on a loaded machine put Killed up to a second later (seen
+	// on a Cluster crash run), and the job's lease, no longer renewed,
+	// may have lapsed and the job run elsewhere in the meantime.
+	Signalled int64
 }
 
 // Counts sums up a history that passed.
@@ -159,8 +171,8 @@ func checkJob(es []Execution, counts *Counts) string {
 		}
 		next := es[i+1]
 		// The next run must start after stop: when run i's handler
-		// returned, or when its process was dead (its lease was renewed
-		// until it died, or it had been lost before).
+		// returned, or when its process was signalled (its lease was
+		// renewed until then, or it had been lost before).
 		var stop int64
 		switch {
 		case e.Lost:
@@ -169,7 +181,7 @@ func checkJob(es []Execution, counts *Counts) string {
 		case e.Killed != 0 && !e.Recorded:
 			// Cut off by the kill: while it ran, or before its outcome
 			// was recorded (the lease is renewed until it is).
-			stop = e.Killed
+			stop = cmp.Or(e.Signalled, e.Killed)
 			killed++
 		case e.Recorded:
 			return fmt.Sprintf("ran again (run %d) after run %d's outcome was recorded", i+2, i+1)
@@ -202,6 +214,9 @@ func describe(es []Execution, origin int64) string {
 		}
 		if e.Recorded {
 			s += ", outcome recorded"
+		}
+		if e.Signalled != 0 {
+			s += ", process signalled at " + ms(e.Signalled)
 		}
 		if e.Killed != 0 {
 			s += ", process killed at " + ms(e.Killed)

@@ -27,14 +27,20 @@ func TestCheckValid(t *testing.T) {
 		{Job: "lost", Process: 2, Start: 40, End: 50, Recorded: true},
 		// Recorded, but the acknowledgement was cut off by the kill.
 		{Job: "ackcut", Process: 1, Start: 10, End: 20, Killed: 100},
+		// Cut off by the kill's signal at 90, run again while the killed
+		// process was torn down, before its killer reaped it at 100 (a
+		// Cluster crash run failed on such a history when the next run
+		// had to start after the reaping).
+		{Job: "torndown", Process: 1, Start: 40, Signalled: 90, Killed: 100},
+		{Job: "torndown", Process: 2, Start: 95, End: 99, Recorded: true},
 		// Twice cut off.
 		{Job: "twice", Process: 1, Start: 70, Killed: 100},
 		{Job: "twice", Process: 3, Start: 800, Killed: 900},
 		{Job: "twice", Process: 2, Start: 1500, End: 1550, Recorded: true},
 	}
-	counts, err := Check([]string{"once", "cut", "unrecorded", "lost", "ackcut", "twice"}, execs)
+	counts, err := Check([]string{"once", "cut", "unrecorded", "lost", "ackcut", "torndown", "twice"}, execs)
 	require.NoError(t, err)
-	require.Equal(t, Counts{Jobs: 6, Executions: len(execs), Killed: 4, Lost: 1}, counts)
+	require.Equal(t, Counts{Jobs: 7, Executions: len(execs), Killed: 5, Lost: 1}, counts)
 }
 
 // TestCheckCatchesUnexplainedRuns feeds the checker broken histories. The
@@ -65,6 +71,13 @@ func TestCheckCatchesUnexplainedRuns(t *testing.T) {
 			[]Execution{
 				{Job: "j", Process: 1, Start: 10, End: 30, Killed: 100},
 				{Job: "j", Process: 1, Start: 15, End: 25, Recorded: true, Killed: 100},
+			},
+			"run 2 started before run 1 was cut off",
+		},
+		"run again before the signal of the kill that cut it off": {
+			[]Execution{
+				{Job: "j", Process: 1, Start: 10, Signalled: 90, Killed: 100},
+				{Job: "j", Process: 2, Start: 80, End: 95, Recorded: true},
 			},
 			"run 2 started before run 1 was cut off",
 		},
