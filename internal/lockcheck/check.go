@@ -17,8 +17,8 @@ const maxReported = 5
 // found, and descriptions of the first ones. Times in descriptions are
 // relative to the earliest call of the history checked.
 type Violation struct {
-	// Check names the check: "history", "overlap", "fences", "fifo" or
-	// "linearizability".
+	// Check names the check: "history", "overlap", "fences", "fifo",
+	// "linearizability" or "prompt".
 	Check string
 	Count int
 	First []string
@@ -69,6 +69,38 @@ type Options struct {
 	// A search that runs out of time is reported as a violation (the
 	// history could not be shown linearizable). Default 20s.
 	LinearizabilityTimeout time.Duration
+	// Faults tells that the history was recorded through faults: a lease
+	// may end while held (at its Lost time, or unseen by its holder while
+	// its release was on the way), so a release that finds it gone is no
+	// violation, and linearizability lets the backend drop a holder
+	// between its hold's end and its release's return.
+	Faults bool
+	// Prompt, if positive, runs CheckPrompt with it: no call or release
+	// may return later than that after its deadline.
+	Prompt time.Duration
+	// Isolations are the spans in which processes were cut off from the
+	// backend. First come, first served is not promised to a waiter cut
+	// off while it waited: a grant it could not hear of before the
+	// grant's TTL ran out is lost, and it queues again at the back. The
+	// FIFO check leaves such waiters out.
+	Isolations []Isolation
+}
+
+// Isolation is a span of time, in Now values, in which process Proc was
+// cut off from the backend (a network partition).
+type Isolation struct {
+	Proc     int
+	From, To int64
+}
+
+// isolated reports whether e's process was cut off while e waited.
+func isolated(isolations []Isolation, e *Event) bool {
+	for _, is := range isolations {
+		if is.Proc == e.Proc && is.From <= e.Return && is.To >= e.Queued {
+			return true
+		}
+	}
+	return false
 }
 
 // Check runs every checker on h and returns their Violations joined, or nil.
@@ -77,11 +109,19 @@ func Check(h []Event, opts *Options) error {
 	if err := CheckWellFormed(h); err != nil {
 		return err
 	}
-	timeout := 20 * time.Second
-	if opts != nil && opts.LinearizabilityTimeout > 0 {
-		timeout = opts.LinearizabilityTimeout
+	var o Options
+	if opts != nil {
+		o = *opts
 	}
-	return errors.Join(CheckOverlap(h), CheckFences(h), CheckFIFO(h), CheckLinearizable(h, timeout))
+	if o.LinearizabilityTimeout <= 0 {
+		o.LinearizabilityTimeout = 20 * time.Second
+	}
+	var prompt error
+	if o.Prompt > 0 {
+		prompt = CheckPrompt(h, o.Prompt)
+	}
+	return errors.Join(CheckOverlap(h), CheckFences(h), checkFIFO(h, o.Isolations),
+		checkLinearizable(h, o.LinearizabilityTimeout, o.Faults), prompt)
 }
 
 // collector counts one check's violations and keeps the first ones.
@@ -139,6 +179,9 @@ func (e *Event) describe(base int64) string {
 		fmt.Fprintf(&b, ", queued %s", rel(e.Queued, base))
 	}
 	fmt.Fprintf(&b, ", return %s", rel(e.Return, base))
+	if e.Lost != 0 {
+		fmt.Fprintf(&b, ", lease lost %s", rel(e.Lost, base))
+	}
 	if e.ReleaseCall != 0 {
 		fmt.Fprintf(&b, ", release %s..%s %s", rel(e.ReleaseCall, base), rel(e.ReleaseReturn, base), e.Release)
 	} else if e.OK {
@@ -195,8 +238,10 @@ func CheckWellFormed(h []Event) error {
 			bad("queued time on a TryAcquire or outside the call")
 		case e.OK && e.Fence == 0:
 			bad("grant without a fence")
-		case !e.OK && (e.Fence != 0 || e.Release != NotReleased || e.ReleaseCall != 0):
-			bad("fence or release without a grant")
+		case !e.OK && (e.Fence != 0 || e.Release != NotReleased || e.ReleaseCall != 0 || e.Lost != 0):
+			bad("fence, loss or release without a grant")
+		case e.Lost != 0 && e.Lost < e.Call:
+			bad("lease lost before its call")
 		case (e.Release == NotReleased) != (e.ReleaseCall == 0):
 			bad("release result without a release call, or the reverse")
 		case e.ReleaseCall != 0 && (e.ReleaseCall < e.Return || e.ReleaseReturn < e.ReleaseCall):
@@ -213,11 +258,27 @@ func CheckWellFormed(h []Event) error {
 	return c.err()
 }
 
+// holdEnd is when e's holder stopped believing it held its slot: the call
+// of its release or the loss of its lease, whichever came first; 0 if
+// neither (it held until the history ended).
+func (e *Event) holdEnd() int64 {
+	switch {
+	case e.Lost == 0:
+		return e.ReleaseCall
+	case e.ReleaseCall == 0:
+		return e.Lost
+	}
+	return min(e.Lost, e.ReleaseCall)
+}
+
 // CheckOverlap verifies that each key's holders never outnumber its limit:
 // a holder counts from the return of its grant to the call of its release
-// (for ever if it never released), the span in which it believed it held
-// the slot. A sweep over those spans reports every grant that took a key
-// above its limit, with the holders at that instant.
+// or the loss of its lease, whichever is first (for ever if neither came),
+// the span in which it believed it held the slot. A grant whose lease was
+// lost before it returned (its reply came after the lease's Until) was
+// never trusted and counts for nothing. A sweep over those spans
+// reports every grant that took a key above its limit, with the holders at
+// that instant.
 func CheckOverlap(h []Event) error {
 	c := &collector{check: "overlap"}
 	b := base(h)
@@ -232,13 +293,17 @@ func CheckOverlap(h []Event) error {
 		limit := 0
 		for _, e := range granted(groups[k]) {
 			limit = e.Limit
+			end := e.holdEnd()
+			if end != 0 && end <= e.Return {
+				continue // lost before it returned: never trusted
+			}
 			pts = append(pts, point{t: e.Return, e: e})
-			if e.ReleaseCall != 0 {
-				pts = append(pts, point{t: e.ReleaseCall, end: true, e: e})
+			if end != 0 {
+				pts = append(pts, point{t: end, end: true, e: e})
 			}
 		}
 		// At one instant, a release happens before a grant: spans are
-		// half-open [grant return, release call).
+		// half-open [grant return, hold end).
 		slices.SortStableFunc(pts, func(x, y point) int {
 			if c := cmp.Compare(x.t, y.t); c != 0 {
 				return c
@@ -309,7 +374,10 @@ func CheckFences(h []Event) error {
 // before X was called, and both were granted, A's fence is below X's. X may
 // be an Acquire, which must queue behind A, or a TryAcquire, which must not
 // overtake A.
-func CheckFIFO(h []Event) error {
+func CheckFIFO(h []Event) error { return checkFIFO(h, nil) }
+
+// checkFIFO is CheckFIFO leaving out waiters cut off while they waited.
+func checkFIFO(h []Event, isolations []Isolation) error {
 	c := &collector{check: "fifo"}
 	b := base(h)
 	keys, groups := byKey(h)
@@ -317,7 +385,7 @@ func CheckFIFO(h []Event) error {
 		var waiters []*Event
 		g := granted(groups[k])
 		for _, e := range g {
-			if e.Queued != 0 {
+			if e.Queued != 0 && !isolated(isolations, e) {
 				waiters = append(waiters, e)
 			}
 		}
@@ -373,6 +441,11 @@ type Summary struct {
 	TryFailed, TimedOut, Errors int
 	// NotHeld and ReleaseFailed count releases with those results.
 	NotHeld, ReleaseFailed int
+	// Lost counts grants whose lease was lost while held (Event.Lost).
+	Lost int
+	// Late is the latest that a call or release returned after its
+	// deadline (0 if none did).
+	Late time.Duration
 }
 
 // Summarize counts h.
@@ -397,6 +470,15 @@ func Summarize(h []Event) Summary {
 		case e.Kind == TryAcquire:
 			s.TryFailed++
 		}
+		if e.Lost != 0 {
+			s.Lost++
+		}
+		if e.Deadline != 0 {
+			s.Late = max(s.Late, time.Duration(e.Return-e.Deadline))
+		}
+		if e.ReleaseDeadline != 0 && e.ReleaseCall != 0 {
+			s.Late = max(s.Late, time.Duration(e.ReleaseReturn-e.ReleaseDeadline))
+		}
 		switch e.Release {
 		case NotHeld:
 			s.NotHeld++
@@ -409,6 +491,40 @@ func Summarize(h []Event) Summary {
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d events from %d processes on %d keys: %d grants, %d queued, %d tries failed, %d timed out, %d errors, %d releases not held, %d failed",
-		s.Events, s.Procs, s.Keys, s.Grants, s.Queued, s.TryFailed, s.TimedOut, s.Errors, s.NotHeld, s.ReleaseFailed)
+	str := fmt.Sprintf("%d events from %d processes on %d keys: %d grants, %d queued, %d tries failed, %d timed out, %d errors, %d leases lost, %d releases not held, %d failed",
+		s.Events, s.Procs, s.Keys, s.Grants, s.Queued, s.TryFailed, s.TimedOut, s.Errors, s.Lost, s.NotHeld, s.ReleaseFailed)
+	if s.Late > 0 {
+		str += fmt.Sprintf("; latest return %v after its deadline", s.Late.Round(time.Microsecond))
+	}
+	return str
+}
+
+// CheckPrompt verifies that no caller hung: every acquire, and every
+// release, returned within slack of its deadline (Event.Deadline,
+// ReleaseDeadline; a call without one is not checked), and every call that
+// failed other than by its deadline or "not acquired" says what failed: its
+// error begins with `batonlock: acquire "KEY"`. Acquire is allowed 100ms
+// past its deadline to give its place back; slack should add room for a
+// loaded machine.
+func CheckPrompt(h []Event, slack time.Duration) error {
+	c := &collector{check: "prompt"}
+	b := base(h)
+	late := func(deadline, ret int64) time.Duration {
+		if deadline == 0 {
+			return 0
+		}
+		return time.Duration(ret - deadline)
+	}
+	for i := range h {
+		e := &h[i]
+		switch {
+		case late(e.Deadline, e.Return) > slack:
+			c.add("call returned %v after its deadline: %s", late(e.Deadline, e.Return), e.describe(b))
+		case e.ReleaseCall != 0 && late(e.ReleaseDeadline, e.ReleaseReturn) > slack:
+			c.add("release returned %v after its deadline: %s", late(e.ReleaseDeadline, e.ReleaseReturn), e.describe(b))
+		case e.Err != "" && e.Err != errTimeout && !strings.HasPrefix(e.Err, fmt.Sprintf("batonlock: acquire %q: ", e.Key)):
+			c.add("error does not name the call and key: %q: %s", e.Err, e.describe(b))
+		}
+	}
+	return c.err()
 }

@@ -193,7 +193,8 @@ func TestContentionCheckWellFormed(t *testing.T) {
 	}{
 		{"return before call", func(e *Event) { e.Return = 0 }, "call/return out of order"},
 		{"grant without fence", func(e *Event) { e.Fence = 0 }, "grant without a fence"},
-		{"release without grant", func(e *Event) { e.OK, e.Fence = false, 0 }, "fence or release without a grant"},
+		{"release without grant", func(e *Event) { e.OK, e.Fence = false, 0 }, "fence, loss or release without a grant"},
+		{"loss before call", func(e *Event) { e.Call, e.Lost = 2, 1 }, "lease lost before its call"},
 		{"queued outside call", func(e *Event) { e.Queued = 5 }, "queued time on a TryAcquire or outside the call"},
 		{"queued TryAcquire", func(e *Event) { e.Kind, e.Queued = TryAcquire, 2 }, "queued time on a TryAcquire or outside the call"},
 		{"release before grant", func(e *Event) { e.ReleaseCall = 1 }, "release out of order"},
@@ -280,5 +281,173 @@ func TestContentionSummarize(t *testing.T) {
 	want := Summary{Events: 3, Procs: 3, Keys: 2, Grants: 1, Queued: 1, TryFailed: 1, TimedOut: 1}
 	if s != want {
 		t.Fatalf("got %+v, want %+v", s, want)
+	}
+}
+
+// lost marks e's lease lost at t.
+func lost(e Event, t int64) Event { e.Lost = t; return e }
+
+func released(e Event, r ReleaseResult) Event { e.Release = r; return e }
+
+// TestContentionCheckFaults: histories through faults, checked with
+// Options.Faults. A hold ends where its lease was lost; a release that
+// finds the lease gone is no violation; a lease lost before its grant
+// returned was never held; waiters cut off while they waited may be
+// overtaken. The same histories without the losses, or without the
+// isolation, fail.
+func TestContentionCheckFaults(t *testing.T) {
+	t.Parallel()
+	faults := &Options{Faults: true, LinearizabilityTimeout: 10 * time.Second}
+	for _, tc := range []struct {
+		name string
+		h    []Event
+		opts *Options
+		// want are the checks that must fail, each with a substring of
+		// its report; none for a valid history.
+		want map[string]string
+	}{
+		{
+			// g1's lease is lost at 10; the backend grants g2 at 12,
+			// and g1's late release finds the lease gone.
+			name: "a lost lease's hold ends where it was lost",
+			h: []Event{
+				released(lost(held(1, "m", 1, 1, 2, 1, 30), 10), NotHeld),
+				held(2, "m", 1, 11, 12, 2, 20),
+			},
+			opts: faults,
+		},
+		{
+			name: "the same without the loss overlaps",
+			h: []Event{
+				released(held(1, "m", 1, 1, 2, 1, 30), NotHeld),
+				held(2, "m", 1, 11, 12, 2, 20),
+			},
+			opts: faults,
+			want: map[string]string{
+				"overlap":         `key "m" (limit 1) had 2 holders at +11ns, when fence 2 was granted`,
+				"linearizability": "not linearizable",
+			},
+		},
+		{
+			// g1's reply came after its lease ran out (lost at 5,
+			// returned at 15): it never held the slot, which g2 had.
+			name: "a lease lost before its grant returned was never held",
+			h: []Event{
+				released(lost(held(1, "m", 1, 1, 15, 1, 16), 5), NotHeld),
+				held(2, "m", 1, 6, 7, 2, 20),
+			},
+			opts: faults,
+		},
+		{
+			// The release was on its way when the lease ran out: the
+			// backend dropped the holder within the release's call.
+			name: "a release that finds the lease gone",
+			h: []Event{
+				released(held(1, "s", 1, 1, 2, 1, 10), NotHeld),
+				held(2, "s", 1, 3, 12, 2, 20),
+			},
+			opts: faults,
+		},
+		{
+			name: "a release that finds the lease gone, without faults",
+			h: []Event{
+				released(held(1, "s", 1, 1, 2, 1, 10), NotHeld),
+				held(2, "s", 1, 3, 12, 2, 20),
+			},
+			opts: &Options{LinearizabilityTimeout: 10 * time.Second},
+			want: map[string]string{"linearizability": "not linearizable"},
+		},
+		{
+			// Lost at 10, never released (the history ended): its slot
+			// goes to g2 after.
+			name: "a lost lease never released",
+			h: []Event{
+				func() Event {
+					e := lost(held(1, "m", 1, 1, 2, 1, 0), 10)
+					e.ReleaseCall, e.ReleaseReturn, e.Release = 0, 0, NotReleased
+					return e
+				}(),
+				held(2, "m", 1, 11, 12, 2, 20),
+			},
+			opts: faults,
+		},
+		{
+			// g2 queued at 10 but was cut off from 12 to 25: a grant it
+			// could not hear of ran out, and g3 went first.
+			name: "an isolated waiter overtaken",
+			h: []Event{
+				held(1, "m", 1, 1, 2, 3, 18),
+				queued(held(2, "m", 1, 5, 30, 5, 40), 10),
+				queued(held(3, "m", 1, 15, 20, 4, 25), 16),
+			},
+			opts: &Options{Faults: true, Isolations: []Isolation{{Proc: 0, From: 12, To: 25}}},
+		},
+		{
+			name: "a waiter of another process isolated",
+			h: []Event{
+				held(1, "m", 1, 1, 2, 3, 18),
+				queued(held(2, "m", 1, 5, 30, 5, 40), 10),
+				queued(held(3, "m", 1, 15, 20, 4, 25), 16),
+			},
+			opts: &Options{Faults: true, Isolations: []Isolation{{Proc: 1, From: 12, To: 25}}},
+			want: map[string]string{"fifo": "overtook waiter p0/g2"},
+		},
+		{
+			name: "a loss does not hide fences out of order",
+			h: []Event{
+				lost(held(1, "m", 1, 1, 2, 5, 30), 10),
+				held(2, "m", 1, 11, 12, 4, 20),
+			},
+			opts: faults,
+			want: map[string]string{
+				"fences":          "fence 4 was granted after fence 5 had returned",
+				"linearizability": "not linearizable",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := Check(tc.h, tc.opts)
+			got := make(map[string]string)
+			for _, v := range Violations(err) {
+				got[v.Check] = v.Error()
+			}
+			for check, sub := range tc.want {
+				if !strings.Contains(got[check], sub) {
+					t.Errorf("%s: want a report containing %q, got %q", check, sub, got[check])
+				}
+			}
+			for check := range got {
+				if _, ok := tc.want[check]; !ok {
+					t.Errorf("unexpected %s report:\n%s", check, got[check])
+				}
+			}
+		})
+	}
+}
+
+// TestContentionCheckPrompt: calls and releases that return too long after
+// their deadlines, and failures that do not say what failed.
+func TestContentionCheckPrompt(t *testing.T) {
+	t.Parallel()
+	ok := held(1, "m", 1, 10, 20, 1, 30)
+	ok.Deadline, ok.ReleaseDeadline = 25, 40
+	slowCall := Event{G: 2, Key: "m", Limit: 1, Kind: Acquire, Call: 10, Deadline: 50, Return: 161, Err: errTimeout}
+	slowRelease := held(3, "m", 1, 200, 201, 2, 210)
+	slowRelease.ReleaseDeadline, slowRelease.ReleaseReturn = 220, 400
+	vague := Event{G: 4, Key: "m", Limit: 1, Kind: TryAcquire, Call: 10, Return: 20, Err: "EOF"}
+	named := Event{G: 5, Key: "m", Limit: 1, Kind: TryAcquire, Call: 10, Return: 20, Err: `batonlock: acquire "m": EOF`}
+	if err := CheckPrompt([]Event{ok, named}, 100); err != nil {
+		t.Fatalf("prompt history reported:\n%v", err)
+	}
+	err := CheckPrompt([]Event{ok, slowCall, slowRelease, vague, named}, 100)
+	vs := Violations(err)
+	if len(vs) != 1 || vs[0].Count != 3 {
+		t.Fatalf("want 3 prompt violations, got %v", err)
+	}
+	for _, want := range []string{"call returned 111ns after its deadline", "release returned 180ns after its deadline", `error does not name the call and key: "EOF"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in:\n%v", want, err)
+		}
 	}
 }

@@ -15,9 +15,14 @@
 //   - CheckLinearizable: the grants and releases are linearizable as a
 //     semaphore of limit slots with a fence counter (porcupine).
 //
-// The checkers assume that no lease ended other than by its release: the
-// workload's TTL must far exceed its hold times. A release that reports the
-// lease not held is then itself a violation.
+// Without faults, the checkers assume that no lease ended other than by its
+// release: the workload's TTL must far exceed its hold times, and a release
+// that reports the lease not held is itself a violation. A history recorded
+// through faults (network cuts and partitions, paused servers) has leases
+// that end while held: each such holder records when it stopped trusting
+// its lease (Event.Lost), its hold ends there, and Check is told so
+// (Options.Faults). CheckPrompt then verifies that no call hung past its
+// deadline and that every failure says what failed.
 package lockcheck
 
 import (
@@ -68,6 +73,8 @@ type Event struct {
 
 	// Call is taken just before the call, Return just after it.
 	Call int64 `json:"call"`
+	// Deadline is when the call's context ends, if it has a deadline.
+	Deadline int64 `json:"deadline,omitempty"`
 	// Queued is taken in AcquireOpts.OnWait, which runs after the call that
 	// queued the caller returned: from Queued on, the caller was surely in
 	// the key's queue (or already granted). Zero if it never queued.
@@ -81,10 +88,24 @@ type Event struct {
 	// else the error of a call that failed other than with "not acquired".
 	Err string `json:"err,omitempty"`
 
+	// Lost is when the holder stopped trusting its lease, if the lease
+	// ended while held other than by the holder's release: the lease's
+	// Until if it expired unconfirmed (its Context is cancelled then, by a
+	// timer that a loaded machine may fire late; Lease.Err reads the
+	// clock), or the moment the backend said it was gone, if earlier. The
+	// holder's hold ends at Lost or ReleaseCall, whichever is first. Zero
+	// if the lease was trusted until its release. Lost may come before
+	// Return: a grant whose reply arrived after the lease's Until (held up
+	// by a partition) is a lease lost on arrival, never trusted.
+	Lost int64 `json:"lost,omitempty"`
+
 	// ReleaseCall and ReleaseReturn bracket the release of a granted slot.
-	ReleaseCall   int64         `json:"relCall,omitempty"`
-	ReleaseReturn int64         `json:"relRet,omitempty"`
-	Release       ReleaseResult `json:"rel,omitempty"`
+	// ReleaseDeadline is when the release's context ends, if it has a
+	// deadline.
+	ReleaseDeadline int64         `json:"relDeadline,omitempty"`
+	ReleaseCall     int64         `json:"relCall,omitempty"`
+	ReleaseReturn   int64         `json:"relRet,omitempty"`
+	Release         ReleaseResult `json:"rel,omitempty"`
 }
 
 // Recorder collects events from many goroutines and, if it has a writer,

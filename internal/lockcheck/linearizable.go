@@ -19,6 +19,14 @@ import (
 // nothing a caller can observe (a waiter that gave up may have been granted
 // and given the slot back within its call, which only skips fences), so it
 // is valid anywhere and is left out.
+//
+// Through faults a lease can end while held: its holder loses it (Lost) or
+// its release finds the backend dropped it. The backend then dropped it at
+// some instant between the end of its hold (Event.holdEnd) and its
+// release's return, so the release becomes an end of the hold over that
+// span, which removes the holder whatever it reports ("not held": the
+// backend dropped it first). The model still caps the holders at the limit
+// and makes fences rise, with each hold ending within its span.
 
 // semInput is one operation on the semaphore: a grant or a release of the
 // slot granted to event id.
@@ -61,8 +69,9 @@ func encodeIDs(ids []int) string {
 	return strings.Join(parts, ",")
 }
 
-// semModel is the model of one key with limit slots.
-func semModel(limit int) porcupine.Model {
+// semModel is the model of one key with limit slots; with faults a release
+// that reports "not held" may drop a holder (its lease ran out first).
+func semModel(limit int, faults bool) porcupine.Model {
 	m := &porcupine.NondeterministicModel{
 		Init: func() []any { return []any{semState{}} },
 		Step: func(state, input, output any) []any {
@@ -75,21 +84,27 @@ func semModel(limit int) porcupine.Model {
 				}
 				return []any{semState{last: out.fence, holders: encodeIDs(slices.Insert(ids, pos, in.id))}}
 			}
+			if !held {
+				// A release that found nothing (or whose outcome is
+				// unknown) changes nothing. With faults, an end of a hold
+				// that was lost before its grant returned can come before
+				// the grant, which then keeps its slot: a worse order that
+				// the search may try.
+				if out.result == Released {
+					return nil
+				}
+				return []any{s}
+			}
 			removed := semState{last: s.last, holders: encodeIDs(slices.Delete(slices.Clone(ids), pos, pos+1))}
 			switch out.result {
 			case Released:
-				if held {
+				return []any{removed}
+			case NotHeld: // the backend dropped it first, through faults
+				if faults {
 					return []any{removed}
 				}
-			case NotHeld:
-				if !held {
-					return []any{s}
-				}
-			case ReleaseFailed: // it may or may not have taken effect
-				if held {
-					return []any{removed, s}
-				}
-				return []any{s}
+			case NotReleased, ReleaseFailed: // it may or may not have taken effect yet
+				return []any{removed, s}
 			}
 			return nil
 		},
@@ -119,8 +134,13 @@ func semModel(limit int) porcupine.Model {
 // above every fence issued before: a grant is valid only while fewer than
 // limit slots are held; a release reporting success only by a holder, and
 // one reporting "not held" only by a non-holder. The search of each key is
-// bounded by timeout; one that runs out is reported as a violation.
+// bounded by timeout; one that runs out is reported as a violation. It
+// takes the history as fault-free (Check with Options.Faults does not).
 func CheckLinearizable(h []Event, timeout time.Duration) error {
+	return checkLinearizable(h, timeout, false)
+}
+
+func checkLinearizable(h []Event, timeout time.Duration, faults bool) error {
 	c := &collector{check: "linearizability"}
 	b := base(h)
 	keys, groups := byKey(h)
@@ -135,19 +155,23 @@ func CheckLinearizable(h []Event, timeout time.Duration) error {
 				ClientId: id, Input: semInput{id: id, ev: e}, Call: e.Call,
 				Output: semOutput{fence: e.Fence}, Return: e.Return,
 			})
-			if e.ReleaseCall == 0 {
+			call := e.ReleaseCall
+			if faults {
+				call = e.holdEnd()
+			}
+			if call == 0 {
 				continue
 			}
 			ret := e.ReleaseReturn
-			if e.Release == ReleaseFailed {
+			if e.Release == ReleaseFailed || e.Release == NotReleased {
 				ret = math.MaxInt64 // it may take effect at any later time
 			}
 			ops = append(ops, porcupine.Operation{
-				ClientId: id, Input: semInput{release: true, id: id, ev: e}, Call: e.ReleaseCall,
+				ClientId: id, Input: semInput{release: true, id: id, ev: e}, Call: call,
 				Output: semOutput{result: e.Release}, Return: ret,
 			})
 		}
-		model := semModel(g[0].Limit)
+		model := semModel(g[0].Limit, faults)
 		switch porcupine.CheckOperationsTimeout(model, ops, timeout) {
 		case porcupine.Ok:
 		case porcupine.Unknown:

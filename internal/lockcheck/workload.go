@@ -22,7 +22,9 @@ type Key struct {
 
 // Workload contends on keys from many goroutines of one process, each
 // repeating at random: Acquire with a timeout or TryAcquire, hold for a
-// while, release. Every operation is recorded as one Event.
+// while, release. Every operation is recorded as one Event. A holder holds
+// until its time is up or its lease's Context ends, whichever is first,
+// and records the loss of its lease (Event.Lost).
 type Workload struct {
 	// Proc is recorded as Event.Proc.
 	Proc int
@@ -49,9 +51,23 @@ type Workload struct {
 	// MaxWait bounds how long an Acquire waits before giving up; each picks
 	// uniformly between MaxWait/10 and MaxWait. Default 300ms.
 	MaxWait time.Duration
-	// TTL is the lease TTL. It must far exceed MaxHold: the checkers assume
-	// that leases end only by release. Default 10s.
+	// TTL is the lease TTL. Without Faults it must far exceed MaxHold: the
+	// checkers assume then that leases end only by release. Default 10s.
 	TTL time.Duration
+
+	// LongHoldPercent is the share of holds drawn up to MaxLongHold
+	// instead of MaxHold: with Faults, holds long enough for a fault to
+	// cost the lease. Default none.
+	LongHoldPercent int
+	MaxLongHold     time.Duration
+	// Faults runs the workload through injected faults: every call and
+	// release gets a deadline (an Acquire its wait, others MaxWait), and
+	// calls that fail are recorded (Event.Err) but not returned by Run.
+	Faults bool
+	// IgnoreLoss makes every holder a broken one, for showing that the
+	// checkers catch it: it holds for its whole time whatever becomes of
+	// its lease, and records no loss.
+	IgnoreLoss bool
 }
 
 func (w Workload) withDefaults() Workload {
@@ -103,7 +119,7 @@ func (w Workload) Run(ctx context.Context, l *batonlock.Locker, rec *Recorder) e
 			for i := 0; i < w.MaxOps && ctx.Err() == nil && time.Now().Before(deadline); i++ {
 				e := w.op(ctx, l, g, rng)
 				rec.Record(e)
-				if e.Err != "" && e.Err != errTimeout {
+				if e.Err != "" && e.Err != errTimeout && !w.Faults {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("lockcheck: p%d/g%d %s %q: %s", e.Proc, e.G, e.Kind, e.Key, e.Err))
 					mu.Unlock()
@@ -130,15 +146,22 @@ func (w *Workload) op(ctx context.Context, l *batonlock.Locker, g int, rng *rand
 	)
 	if rng.IntN(100) < w.TryPercent {
 		e.Kind = TryAcquire
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if w.Faults {
+			tctx, cancel = context.WithTimeout(ctx, w.MaxWait)
+			e.Deadline = deadline(tctx)
+		}
 		e.Call = Now()
-		lease, err = l.TryAcquire(ctx, k.Name, opts)
+		lease, err = l.TryAcquire(tctx, k.Name, opts)
 		e.Return = Now()
+		cancel()
 	} else {
 		// OnWait runs in Acquire's goroutine, after the call that queued
 		// this caller returned.
 		opts.OnWait = func(int) { e.Queued = Now() }
 		wait := w.MaxWait/10 + randDuration(rng, w.MaxWait-w.MaxWait/10)
 		actx, cancel := context.WithTimeout(ctx, wait)
+		e.Deadline = deadline(actx)
 		e.Call = Now()
 		lease, err = l.Acquire(actx, k.Name, opts)
 		e.Return = Now()
@@ -156,10 +179,30 @@ func (w *Workload) op(ctx context.Context, l *batonlock.Locker, g int, rng *rand
 		return e
 	}
 	e.OK, e.Fence = true, lease.Fence()
-	time.Sleep(randDuration(rng, w.MaxHold))
+	hold := w.MaxHold
+	if rng.IntN(100) < w.LongHoldPercent {
+		hold = w.MaxLongHold
+	}
+	hold = randDuration(rng, hold)
+	if w.IgnoreLoss {
+		time.Sleep(hold)
+	} else {
+		t := time.NewTimer(hold)
+		select {
+		case <-t.C:
+		case <-lease.Done():
+			t.Stop()
+		}
+		e.Lost = lostAt(lease)
+	}
 
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	releaseWait := 5 * time.Second
+	if w.Faults {
+		releaseWait = w.MaxWait
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
 	defer cancel()
+	e.ReleaseDeadline = deadline(rctx)
 	e.ReleaseCall = Now()
 	err = lease.Release(rctx)
 	e.ReleaseReturn = Now()
@@ -172,6 +215,28 @@ func (w *Workload) op(ctx context.Context, l *batonlock.Locker, g int, rng *rand
 		e.Release = ReleaseFailed
 	}
 	return e
+}
+
+// deadline returns ctx's deadline as a Now value, 0 if it has none.
+func deadline(ctx context.Context) int64 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return Now() + int64(time.Until(d))
+}
+
+// lostAt returns when lease's holder stopped trusting it, as Event.Lost
+// records it: zero while it is trusted, else the earlier of now and its
+// Until (the moment Lease.Err, which reads the clock, reports the expiry).
+func lostAt(lease *batonlock.Lease) int64 {
+	if lease.Err() == nil {
+		return 0
+	}
+	now := Now()
+	// Until is on this process's monotonic clock: map it onto Now's.
+	until := now - int64(time.Since(lease.Until()))
+	return min(now, until)
 }
 
 func randDuration(rng *rand.Rand, upTo time.Duration) time.Duration {
