@@ -61,12 +61,16 @@ func contenderWorkload(proc int, seed uint64, d time.Duration) lockcheck.Workloa
 	}
 }
 
-// runLockContender is a child process of TestContention: it connects, says
-// "ready" on stdout, waits for "go" on stdin, runs its workload and writes
-// its history as JSON lines to the log file.
-func runLockContender() int {
+// runLockContender is a child process of TestContention.
+func runLockContender() int { return runWorkloadChild("lockcontender", contenderWorkload, nil) }
+
+// runWorkloadChild is a child process that runs a lockcheck workload: it
+// connects, says "ready" on stdout, waits for "go" on stdin, runs the
+// workload that workload returns with a Locker of cfg, and writes its
+// history as JSON lines to the log file.
+func runWorkloadChild(role string, workload func(proc int, seed uint64, d time.Duration) lockcheck.Workload, cfg *batonlock.Config) int {
 	fail := func(format string, args ...any) int {
-		fmt.Fprintf(os.Stderr, "lockcontender: "+format+"\n", args...)
+		fmt.Fprintf(os.Stderr, role+": "+format+"\n", args...)
 		return 1
 	}
 	proc, err1 := strconv.Atoi(os.Getenv(envContendProc))
@@ -77,7 +81,7 @@ func runLockContender() int {
 	}
 	// Never outlive the parent's patience, whatever happens.
 	time.AfterFunc(dur+time.Minute, func() {
-		fmt.Fprintln(os.Stderr, "lockcontender: overran; exiting")
+		fmt.Fprintln(os.Stderr, role+": overran; exiting")
 		os.Exit(3)
 	})
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv(envContendAddr)}})
@@ -90,7 +94,7 @@ func runLockContender() int {
 		return fail("driver: %v", err)
 	}
 	defer d.Close()
-	locker, err := batonlock.New(d, nil)
+	locker, err := batonlock.New(d, cfg)
 	if err != nil {
 		return fail("locker: %v", err)
 	}
@@ -111,7 +115,7 @@ func runLockContender() int {
 		return fail("no go from the parent: %q, %v", line, err)
 	}
 	rec := lockcheck.NewRecorder(f)
-	runErr := contenderWorkload(proc, seed, dur).Run(context.Background(), locker, rec)
+	runErr := workload(proc, seed, dur).Run(context.Background(), locker, rec)
 	if err := errors.Join(rec.Flush(), f.Close()); err != nil {
 		return fail("writing the history: %v", err)
 	}
@@ -149,7 +153,9 @@ func (w *contenderStdout) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func startContender(ctx context.Context, t *testing.T, proc int, addr, prefix string, seed uint64, dur time.Duration) *contenderProc {
+// startContender starts a child in role (lockcontender, or another that
+// runWorkloadChild runs) as process proc, and waits until it is ready.
+func startContender(ctx context.Context, t *testing.T, role string, proc int, addr, prefix string, seed uint64, dur time.Duration) *contenderProc {
 	t.Helper()
 	c := &contenderProc{
 		log:   filepath.Join(t.TempDir(), fmt.Sprintf("proc%d.jsonl", proc)),
@@ -158,7 +164,7 @@ func startContender(ctx context.Context, t *testing.T, proc int, addr, prefix st
 	}
 	c.cmd = exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	c.cmd.Env = append(os.Environ(),
-		"BATON_CHILD=lockcontender",
+		"BATON_CHILD="+role,
 		envContendAddr+"="+addr,
 		envContendPrefix+"="+prefix,
 		envContendProc+"="+strconv.Itoa(proc),
@@ -218,8 +224,8 @@ func TestContention(t *testing.T) {
 	defer cancel()
 
 	kids := []*contenderProc{
-		startContender(ctx, t, 1, srv.Addr(), prefix, seed, dur),
-		startContender(ctx, t, 2, srv.Addr(), prefix, seed, dur),
+		startContender(ctx, t, "lockcontender", 1, srv.Addr(), prefix, seed, dur),
+		startContender(ctx, t, "lockcontender", 2, srv.Addr(), prefix, seed, dur),
 	}
 	d, err := New(newClient(t, srv.Addr()), &Config{Prefix: prefix})
 	if err != nil {
@@ -299,13 +305,22 @@ func contentionRun(t *testing.T, lockers []*batonlock.Locker, w lockcheck.Worklo
 // anything, or if any checker reports a violation.
 func contentionCheck(t *testing.T, h []lockcheck.Event, procs int) {
 	t.Helper()
+	historyCheck(t, h, nil, func(s lockcheck.Summary) bool {
+		return s.Procs == procs && s.Grants >= 200 && s.Queued > 0 && s.TryFailed > 0
+	})
+}
+
+// historyCheck fails the test if h's summary is not enough to prove
+// anything, or if any check with opts reports a violation.
+func historyCheck(t *testing.T, h []lockcheck.Event, opts *lockcheck.Options, enough func(lockcheck.Summary) bool) {
+	t.Helper()
 	s := lockcheck.Summarize(h)
 	t.Log(s)
-	if s.Procs != procs || s.Grants < 200 || s.Queued == 0 || s.TryFailed == 0 {
-		t.Errorf("too little contention to prove anything: %v", s)
+	if !enough(s) {
+		t.Errorf("too little happened to prove anything: %v", s)
 	}
 	start := time.Now()
-	err := lockcheck.Check(h, nil)
+	err := lockcheck.Check(h, opts)
 	t.Logf("checked in %v", time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		t.Fatalf("%v\n%v", s, err)
@@ -326,10 +341,19 @@ func contentionLocker(t *testing.T, d batondriver.LockDriver) *batonlock.Locker 
 // a deadline.
 func contentionMustCatch(t *testing.T, round func(n int) []lockcheck.Event) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	opts := &lockcheck.Options{LinearizabilityTimeout: 5 * time.Second}
+	contentionMustCatchWithin(t, 20*time.Second, func(n int) ([]lockcheck.Event, *lockcheck.Options) { return round(n), opts })
+}
+
+// contentionMustCatchWithin is contentionMustCatch with the time it gives
+// the rounds, each of which returns its history and the options to check
+// it with.
+func contentionMustCatchWithin(t *testing.T, within time.Duration, round func(n int) ([]lockcheck.Event, *lockcheck.Options)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for n := 0; time.Now().Before(deadline); n++ {
-		h := round(n)
-		err := lockcheck.Check(h, &lockcheck.Options{LinearizabilityTimeout: 5 * time.Second})
+		h, opts := round(n)
+		err := lockcheck.Check(h, opts)
 		if err == nil {
 			t.Logf("round %d: no violation yet (%v)", n, lockcheck.Summarize(h))
 			continue
