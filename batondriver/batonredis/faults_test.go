@@ -36,40 +36,46 @@ func init() {
 }
 
 // faultLockholder is the child role of TestFaultHolderKilled. It takes the
-// lock named by the environment (BATON_REDIS_ADDR, BATON_PREFIX, BATON_KEY,
-// BATON_TTL) with a heartbeat at the default interval, prints "held FENCE",
-// and then blocks until it is killed. Should its parent die without killing
+// lock named by the environment (childLease), prints "held FENCE", and
+// then blocks until it is killed. Should its parent die without killing
 // it, stdin reaches EOF and it exits.
 func faultLockholder() int {
-	fail := func(err error) int {
+	_, lease, err := childLease()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "lockholder:", err)
 		return 1
 	}
+	fmt.Printf("held %d\n", lease.Fence())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	fmt.Fprintln(os.Stderr, "lockholder: stdin closed before SIGKILL")
+	return 1
+}
+
+// childLease is the start of a lock holding child: it takes the lock
+// named by the environment (BATON_REDIS_ADDR, BATON_PREFIX, BATON_KEY,
+// BATON_TTL) with a heartbeat at the default interval, and returns its
+// client and lease. The process ends without closing them.
+func childLease() (rueidis.Client, *batonlock.Lease, error) {
 	ttl, err := time.ParseDuration(os.Getenv("BATON_TTL"))
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("BATON_REDIS_ADDR")}})
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	d, err := New(client, &Config{Prefix: os.Getenv("BATON_PREFIX")})
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	l, err := batonlock.New(d, &batonlock.Config{TTL: ttl})
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	lease, err := l.TryAcquire(ctx, os.Getenv("BATON_KEY"), nil)
-	cancel()
-	if err != nil {
-		return fail(err)
-	}
-	fmt.Printf("held %d\n", lease.Fence())
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return fail(errors.New("stdin closed before SIGKILL"))
+	return client, lease, err
 }
 
 // faultBuffer is a bytes.Buffer safe to read while a child writes to it.
@@ -175,8 +181,15 @@ func faultReleaseLater(t *testing.T, lease *batonlock.Lease) {
 // client: on the same host's clock as the test's.
 func faultServerExpiry(t *testing.T, client rueidis.Client, d *Driver, key string, lease *batonlock.Lease) time.Time {
 	t.Helper()
+	return faultServerExpiryOf(t, client, d, key, lease.Fence(), lease.Token())
+}
+
+// faultServerExpiryOf is faultServerExpiry of the lease with fence and
+// token, held by another process.
+func faultServerExpiryOf(t *testing.T, client rueidis.Client, d *Driver, key string, fence uint64, token string) time.Time {
+	t.Helper()
 	h := d.lockKeys(key).keys[0]
-	member := fmt.Sprintf("%d:%s", lease.Fence(), lease.Token())
+	member := fmt.Sprintf("%d:%s", fence, token)
 	score, err := client.Do(t.Context(), client.B().Zscore().Key(h).Member(member).Build()).AsFloat64()
 	require.NoError(t, err)
 	return time.UnixMilli(int64(score))
