@@ -441,8 +441,9 @@ type Summary struct {
 	TryFailed, TimedOut, Errors int
 	// NotHeld and ReleaseFailed count releases with those results.
 	NotHeld, ReleaseFailed int
-	// Lost counts grants whose lease was lost while held (Event.Lost).
-	Lost int
+	// Lost counts grants whose lease was lost while held (Event.Lost);
+	// LostOnArrival, those lost before their grant returned.
+	Lost, LostOnArrival int
 	// Late is the latest that a call or release returned after its
 	// deadline (0 if none did).
 	Late time.Duration
@@ -472,6 +473,9 @@ func Summarize(h []Event) Summary {
 		}
 		if e.Lost != 0 {
 			s.Lost++
+			if e.Lost < e.Return {
+				s.LostOnArrival++
+			}
 		}
 		if e.Deadline != 0 {
 			s.Late = max(s.Late, time.Duration(e.Return-e.Deadline))
@@ -491,8 +495,8 @@ func Summarize(h []Event) Summary {
 }
 
 func (s Summary) String() string {
-	str := fmt.Sprintf("%d events from %d processes on %d keys: %d grants, %d queued, %d tries failed, %d timed out, %d errors, %d leases lost, %d releases not held, %d failed",
-		s.Events, s.Procs, s.Keys, s.Grants, s.Queued, s.TryFailed, s.TimedOut, s.Errors, s.Lost, s.NotHeld, s.ReleaseFailed)
+	str := fmt.Sprintf("%d events from %d processes on %d keys: %d grants, %d queued, %d tries failed, %d timed out, %d errors, %d leases lost (%d on arrival), %d releases not held, %d failed",
+		s.Events, s.Procs, s.Keys, s.Grants, s.Queued, s.TryFailed, s.TimedOut, s.Errors, s.Lost, s.LostOnArrival, s.NotHeld, s.ReleaseFailed)
 	if s.Late > 0 {
 		str += fmt.Sprintf("; latest return %v after its deadline", s.Late.Round(time.Microsecond))
 	}
