@@ -54,7 +54,11 @@ func New(driver batondriver.LockDriver, cfg *Config) (*Locker, error) {
 
 // TryAcquire makes one attempt to take a slot of key. It returns
 // ErrNotAcquired when every slot is held or earlier callers are waiting for
-// one (a TryAcquire never overtakes a waiter).
+// one (a TryAcquire never overtakes a waiter). A slot granted by a reply
+// that came too late for the lease to be trusted (held up in the network
+// longer than the TTL) is confirmed with the backend at once, as an Extend
+// would; if the backend no longer holds it, TryAcquire returns an error
+// that wraps ErrLeaseExpired. So a returned lease is never over already.
 func (l *Locker) TryAcquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
 	began := time.Now()
 	lease, err := l.tryAcquire(ctx, key, opts)
@@ -88,7 +92,40 @@ func (l *Locker) tryAcquire(ctx context.Context, key string, opts *AcquireOpts) 
 	if !res.Granted {
 		return nil, ErrNotAcquired
 	}
-	return l.newLease(ctx, key, token, r, res.Fence, sent.Add(res.TTL)), nil
+	lease, err := l.arrived(ctx, key, token, r, res.Fence, sent.Add(res.TTL))
+	if errors.Is(err, errLateGrant) {
+		return nil, fmt.Errorf("batonlock: acquire %q: granted, but the reply came after the lease ran out: %w", key, ErrLeaseExpired)
+	}
+	return lease, err
+}
+
+// errLateGrant: a grant whose reply came after its lease could be trusted,
+// and which the backend no longer held when asked.
+var errLateGrant = errors.New("batonlock: the grant's lease ran out before its reply came")
+
+// arrived returns the lease of a grant of key to token, whose lease lasts
+// until expires (no earlier, by this process's clock) with fence. If that
+// time less the safety margin has passed already (the reply was held up in
+// the network, or this process stalled, longer than the TTL), the lease
+// cannot be trusted as it stands: the backend is asked to extend it, as
+// Extend does, and the lease lasts from that call; if the backend no
+// longer holds it, arrived returns errLateGrant; if the call fails, it
+// gives back the slot and returns the error. Without this, Acquire would
+// return a lease whose context had already ended.
+func (l *Locker) arrived(ctx context.Context, key, token string, r resolved, fence uint64, expires time.Time) (*Lease, error) {
+	if time.Now().Before(expires.Add(-margin(r.ttl))) {
+		return l.newLease(ctx, key, token, r, fence, expires), nil
+	}
+	sent := time.Now()
+	res, err := l.driver.LockExtend(ctx, &batondriver.LockExtendParams{Key: key, Token: token, Fence: fence, TTL: r.ttl})
+	if err != nil {
+		l.giveBack(ctx, key, token)
+		return nil, fmt.Errorf("batonlock: acquire %q: confirming a late grant: %w", key, err)
+	}
+	if !res.Extended {
+		return nil, errLateGrant
+	}
+	return l.newLease(ctx, key, token, r, fence, sent.Add(r.ttl)), nil
 }
 
 // Acquire takes a slot of key, waiting in first-come, first-served order
@@ -97,7 +134,10 @@ func (l *Locker) tryAcquire(ctx context.Context, key string, opts *AcquireOpts) 
 // gives back a slot granted meanwhile, and returns ctx's error; a call it
 // had in flight does nothing when it reaches the backend later (for
 // Config.WaitTTL). It waits at most 100ms for an unreachable backend to
-// confirm the give-up, after which the place expires on its own.
+// confirm the give-up, after which the place expires on its own. A grant
+// whose news came too late for its lease to be trusted is confirmed as
+// TryAcquire's is; if the backend no longer holds it, Acquire queues again,
+// at the back. So a returned lease is never over already.
 func (l *Locker) Acquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
 	began := time.Now()
 	lease, err := l.acquire(ctx, key, opts)
@@ -110,6 +150,18 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *AcquireOpts) (*L
 	if err != nil {
 		return nil, err
 	}
+	for {
+		lease, err := l.acquireOnce(ctx, key, r)
+		if !errors.Is(err, errLateGrant) {
+			return lease, err
+		}
+		l.log.Warn("batonlock: a grant came too late to be trusted and was lost meanwhile; waiting again", "key", key)
+	}
+}
+
+// acquireOnce queues for a slot of key under a token of its own, as
+// Acquire does, and returns errLateGrant if the grant came too late.
+func (l *Locker) acquireOnce(ctx context.Context, key string, r resolved) (*Lease, error) {
 	token, err := newToken()
 	if err != nil {
 		return nil, err
@@ -151,7 +203,7 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *AcquireOpts) (*L
 				// last call was sent at `sent` and ran at res.Now, no
 				// earlier, so the lease ends no earlier than this.
 				until := sent.Add(max(n.GrantedAt.Sub(res.Now), 0) + n.TTL)
-				return l.newLease(ctx, key, token, r, n.Fence, until), nil
+				return l.arrived(ctx, key, token, r, n.Fence, until)
 			}
 		case <-timer.C:
 		case <-ctx.Done():
@@ -164,7 +216,7 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *AcquireOpts) (*L
 			return nil, fmt.Errorf("batonlock: acquire %q: %w", key, err)
 		}
 	}
-	return l.newLease(ctx, key, token, r, res.Fence, sent.Add(res.TTL)), nil
+	return l.arrived(ctx, key, token, r, res.Fence, sent.Add(res.TTL))
 }
 
 // recheckIn is when a waiter asks the backend again if no notice came: in

@@ -183,8 +183,8 @@ func lockFaultsDrained(t *testing.T, l *batonlock.Locker, keys []lockcheck.Key) 
 // fault proxy, contend on two mutexes and two semaphores of 3 while one
 // proxy at a time is cut or partitioned for up to 2.5s (leases last 400ms).
 // The merged history must pass every check of lockcheck with
-// Options.Faults, show leases lost and calls failed, and leave no key held
-// or waited for.
+// Options.Faults, show holders hit (leases lost, found gone by their
+// release, or releases cut off) and calls failed, and leave no key held or waited for.
 //
 // It was shown to fail, each time in two runs of two, by one-off edits of
 // batonlock (reverted): a lease trusted until 100ms past the backend's
@@ -238,8 +238,13 @@ func TestLockNetworkFaults(t *testing.T) {
 	kh, err := lockcheck.ReadFiles(logs...)
 	require.NoError(t, err)
 	h = append(h, kh...)
+	// A fault must have hit a holder: its lease lost, found gone by its
+	// release, or the release cut off. (Since a grant that arrives late is
+	// confirmed before it is handed out, leases are no longer lost on
+	// arrival, which most of the losses were: a short run may have none
+	// lost outright.)
 	historyCheck(t, h, opts, func(s lockcheck.Summary) bool {
-		return s.Procs == 4 && s.Grants >= 100 && s.Queued > 0 && s.Lost > 0 && s.Errors+s.TimedOut > 0
+		return s.Procs == 4 && s.Grants >= 100 && s.Queued > 0 && s.Lost+s.NotHeld+s.ReleaseFailed > 0 && s.Errors+s.TimedOut > 0
 	})
 
 	direct, err := batonlock.New(faultDriver(t, newClient(t, srv.Addr()), prefix), nil)
