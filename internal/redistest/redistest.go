@@ -10,6 +10,7 @@ package redistest
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,8 @@ const (
 	startAttempts  = 5
 	clusterBusIncr = 10000
 	clusterSlots   = 16384
+
+	defaultClusterNodeTimeout = 5 * time.Second
 )
 
 // errNotFound is the exact message returned when redis-server is not on PATH.
@@ -47,10 +50,14 @@ type Options struct {
 	// e.g. {"--maxmemory", "10mb"}. Default none.
 	Args []string
 	// Cluster starts the server with --cluster-enabled yes,
-	// --cluster-node-timeout 5000 and a cluster config file in its directory;
-	// an auto-picked port then also has port+10000 free for the cluster bus.
-	// Default false. StartCluster sets it.
+	// --cluster-node-timeout (ClusterNodeTimeout) and a cluster config file
+	// in its directory; an auto-picked port then also has port+10000 free
+	// for the cluster bus. Default false. StartCluster sets it.
 	Cluster bool
+	// ClusterNodeTimeout is a cluster node's cluster-node-timeout: how long
+	// a master may go unanswered before the others mark it failed and its
+	// replica takes over. Default 5s.
+	ClusterNodeTimeout time.Duration
 	// ReplicaOf is the "host:port" of a master to replicate (--replicaof);
 	// Start then also waits (up to 10s) until the replica reports its link
 	// to the master up, so that it holds the master's data. It may be a
@@ -293,7 +300,8 @@ func (s *Server) args() []string {
 		a = append(a, "--replicaof", host, port)
 	}
 	if s.opts.Cluster {
-		a = append(a, "--cluster-enabled", "yes", "--cluster-node-timeout", "5000",
+		timeout := cmp.Or(s.opts.ClusterNodeTimeout, defaultClusterNodeTimeout)
+		a = append(a, "--cluster-enabled", "yes", "--cluster-node-timeout", strconv.FormatInt(timeout.Milliseconds(), 10),
 			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
 	}
 	return append(a, s.opts.Args...)
@@ -361,29 +369,40 @@ func (s *Server) waitLinkUp() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("redistest: replica %s of %s: link not up after %v: %v %q", s.Addr(), s.opts.ReplicaOf, linkTimeout, err, info)
+			return fmt.Errorf("redistest: replica %s: link to its master not up after %v: %v %q", s.Addr(), linkTimeout, err, info)
 		}
 		time.Sleep(pollInterval)
 	}
 }
 
-// Synced waits (up to 10s) until a replica started with Options.ReplicaOf
-// has applied every write its master had made when Synced was called: the
-// replica's replication offset reaches the master's. It is what WAIT
-// promises, without WAIT's catch that it counts only the writes of the
-// connection it is sent on (a client library may send it on another).
-// It returns an error if the master or the replica does not answer.
+// Synced waits (up to 10s) until a replica has applied every write its
+// master had made when Synced was called: the replica's replication offset
+// reaches the master's. The master is Options.ReplicaOf (which may be a
+// proxy in front of it) or, for a replica made so by its cluster, the one
+// the replica names. It is what WAIT promises, without WAIT's catch that it
+// counts only the writes of the connection it is sent on (a client library
+// may send it on another). It returns an error if the server is no replica,
+// or the master or the replica does not answer.
 func (s *Server) Synced() error {
-	if s.opts.ReplicaOf == "" {
+	info, err := do(s.Addr(), time.Second, "INFO", "replication")
+	if err != nil {
+		return fmt.Errorf("redistest: Synced: replica %s: %w", s.Addr(), err)
+	}
+	if !strings.Contains(info, "role:slave\r\n") {
 		return fmt.Errorf("redistest: Synced on %s, which is no replica", s.Addr())
 	}
-	info, err := do(s.opts.ReplicaOf, time.Second, "INFO", "replication")
+	master := s.opts.ReplicaOf
+	if master == "" {
+		host, port := infoField(info, "master_host"), infoField(info, "master_port")
+		master = net.JoinHostPort(host, port)
+	}
+	info, err = do(master, time.Second, "INFO", "replication")
 	if err != nil {
-		return fmt.Errorf("redistest: Synced: master %s: %w", s.opts.ReplicaOf, err)
+		return fmt.Errorf("redistest: Synced: master %s: %w", master, err)
 	}
 	want, ok := infoInt(info, "master_repl_offset")
 	if !ok {
-		return fmt.Errorf("redistest: Synced: master %s: no offset in %q", s.opts.ReplicaOf, info)
+		return fmt.Errorf("redistest: Synced: master %s: no offset in %q", master, info)
 	}
 	deadline := time.Now().Add(linkTimeout)
 	for {
@@ -399,101 +418,20 @@ func (s *Server) Synced() error {
 	}
 }
 
-// infoInt returns the integer field name of an INFO reply.
-func infoInt(info, name string) (int64, bool) {
+// infoField returns the field name of an INFO reply, or "".
+func infoField(info, name string) string {
 	_, rest, ok := strings.Cut(info, "\r\n"+name+":")
 	if !ok {
-		return 0, false
+		return ""
 	}
 	v, _, _ := strings.Cut(rest, "\r\n")
-	n, err := strconv.ParseInt(v, 10, 64)
+	return v
+}
+
+// infoInt returns the integer field name of an INFO reply.
+func infoInt(info, name string) (int64, bool) {
+	n, err := strconv.ParseInt(infoField(info, name), 10, 64)
 	return n, err == nil
-}
-
-// Cluster is a set of redis-server cluster masters with all 16384 slots
-// assigned. Its methods are safe for concurrent use.
-type Cluster struct {
-	nodes []*Server
-}
-
-// StartCluster starts masters (>= 3) cluster-enabled nodes, assigns the hash
-// slots evenly with CLUSTER ADDSLOTSRANGE, joins them with CLUSTER MEET and
-// waits (up to 30s) until every node reports cluster_state:ok and sees all
-// slots covered and all nodes known. On any failure it stops the nodes it
-// started and returns an error (for a timeout, including each node's
-// CLUSTER INFO). The caller must Close the Cluster.
-func StartCluster(masters int) (*Cluster, error) {
-	if masters < 3 {
-		return nil, fmt.Errorf("redistest: StartCluster needs at least 3 masters, got %d", masters)
-	}
-	c := &Cluster{}
-	fail := func(err error) (*Cluster, error) { _ = c.Close(); return nil, err }
-	for range masters {
-		s, err := Start(&Options{Cluster: true})
-		if err != nil {
-			return fail(err)
-		}
-		c.nodes = append(c.nodes, s)
-	}
-	for i, s := range c.nodes {
-		lo, hi := i*clusterSlots/masters, (i+1)*clusterSlots/masters-1
-		for _, cmd := range [][]string{
-			{"CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i + 1)},
-			{"CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)},
-		} {
-			if _, err := do(s.Addr(), time.Second, cmd...); err != nil {
-				return fail(fmt.Errorf("redistest: %s on %s: %w", strings.Join(cmd, " "), s.Addr(), err))
-			}
-		}
-		if i > 0 {
-			if _, err := do(c.nodes[0].Addr(), time.Second, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(s.port)); err != nil {
-				return fail(fmt.Errorf("redistest: CLUSTER MEET %s: %w", s.Addr(), err))
-			}
-		}
-	}
-	want := []string{"cluster_state:ok\r\n", "cluster_slots_assigned:16384\r\n",
-		"cluster_slots_ok:16384\r\n", "cluster_known_nodes:" + strconv.Itoa(masters) + "\r\n"}
-	deadline := time.Now().Add(clusterTimeout)
-	for {
-		var bad []string
-		for _, s := range c.nodes {
-			info, err := do(s.Addr(), time.Second, "CLUSTER", "INFO")
-			if err == nil && containsAll(info, want) {
-				continue
-			}
-			bad = append(bad, fmt.Sprintf("%s: %v %q", s.Addr(), err, info))
-		}
-		if bad == nil {
-			return c, nil
-		}
-		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("redistest: cluster not ok after %v:\n%s", clusterTimeout, strings.Join(bad, "\n")))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// Addrs returns the "127.0.0.1:PORT" address of every node, in start order.
-func (c *Cluster) Addrs() []string {
-	addrs := make([]string, len(c.nodes))
-	for i, s := range c.nodes {
-		addrs[i] = s.Addr()
-	}
-	return addrs
-}
-
-// Nodes returns the cluster's servers, in start order, e.g. to Kill or Pause
-// one. The returned slice is a copy.
-func (c *Cluster) Nodes() []*Server { return append([]*Server(nil), c.nodes...) }
-
-// Close closes every node (see Server.Close) and returns the joined errors.
-// It is idempotent.
-func (c *Cluster) Close() error {
-	var errs []error
-	for _, s := range c.nodes {
-		errs = append(errs, s.Close())
-	}
-	return errors.Join(errs...)
 }
 
 // StartT is Start for tests: it registers tb.Cleanup to Close the server
@@ -518,14 +456,6 @@ func closedWith[T io.Closer](tb testing.TB, v T, err error) T {
 		}
 	})
 	return v
-}
-
-// StartClusterT is StartCluster(3) for tests: it registers tb.Cleanup to
-// Close the cluster and calls tb.Fatal with the error message on failure.
-func StartClusterT(tb testing.TB) *Cluster {
-	tb.Helper()
-	c, err := StartCluster(3)
-	return closedWith(tb, c, err)
 }
 
 // shared is a lazily started instance kept for the whole test binary.

@@ -167,3 +167,97 @@ func TestSentinelFailover(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "v", got)
 }
+
+// TestClusterReplicas starts a Cluster with a replica per master and fails
+// two masters over: one killed, one by CLUSTER FAILOVER; then it moves a
+// slot. What each master had sent its replica survives.
+func TestClusterReplicas(t *testing.T) {
+	t.Parallel()
+	c := StartClusterOptsT(t, &ClusterOptions{Replicas: true, NodeTimeout: time.Second})
+	require.Len(t, c.Nodes(), 6)
+	require.Len(t, c.Addrs(), 6)
+	set := func(key, value string) (*Server, int) {
+		t.Helper()
+		slot, err := c.Slot(key)
+		require.NoError(t, err)
+		m, err := c.Master(slot)
+		require.NoError(t, err)
+		_, err = do(m.Addr(), time.Second, "SET", key, value)
+		require.NoError(t, err)
+		return m, slot
+	}
+	get := func(s *Server, key string) string {
+		t.Helper()
+		v, err := do(s.Addr(), time.Second, "GET", key)
+		require.NoError(t, err)
+		return v
+	}
+	for i, m := range c.Nodes()[:3] {
+		r, err := c.Replica(m)
+		require.NoError(t, err)
+		require.Same(t, c.Nodes()[3+i], r)
+	}
+
+	// Killed: its replica takes over what it had replicated.
+	m, slot := set("{a}k", "a")
+	r, err := c.Replica(m)
+	require.NoError(t, err)
+	require.NoError(t, r.Synced())
+	started := time.Now()
+	promoted, err := c.Failover(m)
+	require.NoError(t, err)
+	t.Logf("failover after a kill: %v", time.Since(started))
+	require.Same(t, r, promoted)
+	owner, err := c.Master(slot)
+	require.NoError(t, err)
+	require.Same(t, r, owner)
+	require.Equal(t, "a", get(r, "{a}k"))
+	_, err = c.Replica(r)
+	require.Error(t, err, "the killed master is no replica of the promoted one")
+
+	// Manual: the replica takes over, the master becomes its replica.
+	m, slot = set("{b}k", "b")
+	require.NotSame(t, r, m)
+	r, err = c.Replica(m)
+	require.NoError(t, err)
+	started = time.Now()
+	require.NoError(t, c.ManualFailover(r))
+	t.Logf("manual failover: %v", time.Since(started))
+	owner, err = c.Master(slot)
+	require.NoError(t, err)
+	require.Same(t, r, owner)
+	require.Equal(t, "b", get(r, "{b}k"), "CLUSTER FAILOVER loses no write")
+	back, err := c.Replica(r)
+	require.NoError(t, err)
+	require.Same(t, m, back, "the old master replicates the new one")
+	require.NoError(t, m.Synced())
+	require.Error(t, r.Synced(), "a master")
+
+	// A slot moved, in batches, to another master.
+	m, slot = set("{c}0", "0")
+	for i := 1; i < 25; i++ {
+		set("{c}"+strconv.Itoa(i), strconv.Itoa(i))
+	}
+	var to *Server // another master: one of these slots' masters
+	for _, s := range []int{0, clusterSlots / 2, clusterSlots - 1} {
+		o, err := c.Master(s)
+		require.NoError(t, err)
+		if o != m {
+			to = o
+		}
+	}
+	require.NotSame(t, m, to)
+	moved, err := c.MigrateSlot(slot, to, &MigrateOptions{Batch: 10})
+	require.NoError(t, err)
+	require.Equal(t, 25, moved)
+	owner, err = c.Master(slot)
+	require.NoError(t, err)
+	require.Same(t, to, owner)
+	for i := range 25 {
+		require.Equal(t, strconv.Itoa(i), get(to, "{c}"+strconv.Itoa(i)))
+	}
+	_, err = do(m.Addr(), time.Second, "GET", "{c}0")
+	require.ErrorContains(t, err, "MOVED")
+	_, err = c.MigrateSlot(slot, to, nil)
+	require.Error(t, err, "to serves it already")
+}
