@@ -234,7 +234,7 @@ func (d *Driver) LockSetLimit(ctx context.Context, p *batondriver.LockSetLimitPa
 	k := d.lockKeys(p.Key)
 	var resp rueidis.RedisResult
 	if p.Reset {
-		resp = d.scripts.setLimit.Exec(ctx, d.client, k.keys, []string{limit, k.channel, d.idle})
+		resp = execLua(ctx, d.client, d.scripts.setLimit, k.keys, []string{limit, k.channel, d.idle})
 	} else {
 		// An override keeps the key listed: add it even if this instance
 		// did lately, since a listing may have pruned it while idle.
@@ -257,7 +257,7 @@ func (d *Driver) LockInspect(ctx context.Context, p *batondriver.LockInspectPara
 		return nil, err
 	}
 	k := d.lockKeys(p.Key)
-	arr, err := d.scripts.inspect.Exec(ctx, d.client, k.keys, []string{itoa(maxInspectWaiters)}).ToArray()
+	arr, err := execLua(ctx, d.client, d.scripts.inspect, k.keys, []string{itoa(maxInspectWaiters)}).ToArray()
 	if err != nil {
 		return nil, fmt.Errorf("batonredis: inspect %q: %w", p.Key, err)
 	}
@@ -304,7 +304,7 @@ func inspectResult(key string, arr []rueidis.RedisMessage) (*batondriver.LockIns
 
 // run executes a script whose reply is an array of integers.
 func (d *Driver) run(ctx context.Context, s *rueidis.Lua, op, key string, keys []string, args ...string) ([]int64, error) {
-	v, err := s.Exec(ctx, d.client, keys, args).AsIntSlice()
+	v, err := execLua(ctx, d.client, s, keys, args).AsIntSlice()
 	if err != nil {
 		return nil, fmt.Errorf("batonredis: %s %q: %w", op, key, err)
 	}

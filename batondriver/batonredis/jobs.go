@@ -121,6 +121,7 @@ func (d *Driver) insert(ctx context.Context, f *jobFunc, queue string, keys, arg
 		if missingFunction(reply.Error()) {
 			reply = f.afterMissing(ctx, c, keys, args)
 		}
+		reply = afterTryAgain(ctx, reply, func() rueidis.RedisResult { return f.exec(ctx, c, keys, args) })
 	}
 	if reply.Error() == nil && added == nil {
 		d.queuesSeen.Store(queue, struct{}{})

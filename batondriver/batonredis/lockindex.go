@@ -228,7 +228,7 @@ func (d *Driver) unused(ctx context.Context, names []string) ([]string, error) {
 // next time.
 func (d *Driver) execIndexed(ctx context.Context, s *rueidis.Lua, key string, keys, args []string, force bool) rueidis.RedisResult {
 	c := d.client
-	res := s.Exec(ctx, c, keys, args)
+	res := execLua(ctx, c, s, keys, args)
 	if d.noIndex || (!force && d.locksSeen.has(key)) || res.Error() != nil {
 		return res
 	}
