@@ -341,7 +341,15 @@ func (c *Cluster) Failover(master *Server) (*Server, error) {
 	if err := master.Kill(); err != nil {
 		return nil, err
 	}
-	return replica, c.waitPromoted(replica, master)
+	return replica, c.WaitFailover(replica, master)
+}
+
+// WaitFailover waits (up to 30s) until replica has taken over from master,
+// killed by the caller (Failover kills and waits): every running node
+// names replica the master of master's slots, reports cluster_state:ok
+// and every slot served, and every replica's link is up.
+func (c *Cluster) WaitFailover(replica, master *Server) error {
+	return c.waitPromoted(replica, master)
 }
 
 // ManualFailover has replica take over from its master with CLUSTER

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,4 +261,35 @@ func TestClusterReplicas(t *testing.T) {
 	require.ErrorContains(t, err, "MOVED")
 	_, err = c.MigrateSlot(slot, to, nil)
 	require.Error(t, err, "to serves it already")
+}
+
+// TestStallReplication: what a master acknowledges after StallReplication
+// never reaches its replica if the master dies before the replica resumes;
+// what it acknowledged before does. (With Pause alone instead, the write
+// waits in the kernel's socket buffers and reaches the replica: the test
+// fails so.)
+func TestStallReplication(t *testing.T) {
+	t.Parallel()
+	m := StartT(t, nil)
+	r := StartT(t, &Options{ReplicaOf: m.Addr()})
+	_, err := do(m.Addr(), time.Second, "SET", "before", "1")
+	require.NoError(t, err)
+	require.NoError(t, r.Synced())
+	require.NoError(t, r.StallReplication())
+	_, err = do(m.Addr(), time.Second, "SET", "after", "1")
+	require.NoError(t, err)
+	require.NoError(t, m.Kill())
+	require.NoError(t, r.Resume())
+	// The replica reads what the kernel held, then finds the link closed.
+	require.Eventually(t, func() bool {
+		info, err := do(r.Addr(), time.Second, "INFO", "replication")
+		return err == nil && strings.Contains(info, "master_link_status:down\r\n")
+	}, 10*time.Second, 10*time.Millisecond)
+	got, err := do(r.Addr(), time.Second, "GET", "before")
+	require.NoError(t, err)
+	require.Equal(t, "1", got)
+	got, err = do(r.Addr(), time.Second, "GET", "after")
+	require.NoError(t, err)
+	require.Empty(t, got, "a write acknowledged after the stall reached the replica")
+	require.Error(t, m.StallReplication(), "no replica")
 }
