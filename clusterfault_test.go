@@ -2,6 +2,7 @@ package baton_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
@@ -60,11 +62,17 @@ type clusterWork struct {
 	clients []*baton.Client
 	drivers []*batonredis.Driver // the clients'
 	log     *countingLog
+	// long reports whether a run of the job of this N and attempt runs
+	// until its context ends (at most 5s), not a few milliseconds. Set
+	// before the first insert; default none.
+	long func(n, attempt int) bool
 
 	mu   sync.Mutex
 	runs []*clusterRun
 	last map[string]*clusterRun // job ID -> its latest run
 	ids  []string               // acknowledged inserts, in order
+	// every insert of insertEvery, in order
+	inserts []failoverInsert
 	// inserts that failed, by error
 	failed map[string]int
 }
@@ -108,8 +116,12 @@ func (w *clusterWork) work(ctx context.Context, job *baton.Job[keyedCrashArgs]) 
 	w.runs = append(w.runs, r)
 	w.last[job.ID] = r
 	w.mu.Unlock()
+	d := time.Duration(2+rand.IntN(10)) * time.Millisecond
+	if w.long != nil && w.long(job.Args.N, job.Attempt) {
+		d = 5 * time.Second
+	}
 	select {
-	case <-time.After(time.Duration(2+rand.IntN(10)) * time.Millisecond):
+	case <-time.After(d):
 	case <-ctx.Done():
 	}
 	end := lockcheck.Now()
@@ -134,17 +146,21 @@ func (w *clusterWork) insert(ctx context.Context, n int) {
 	key := fmt.Sprintf("k%02d", rand.IntN(len(clusterKeys)))
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	in := failoverInsert{sent: time.Now()}
 	res, err := w.clients[n%len(w.clients)].Insert(ctx, keyedCrashArgs{Key: key, N: n}, &baton.InsertOpts{
 		Queue: clusterQueue, MaxAttempts: 1000,
 		Concurrency: &baton.ConcurrencyOpts{Key: baton.KeyOf(func(a keyedCrashArgs) string { return a.Key }), Limit: 1},
 	})
+	in.returned, in.err = time.Now(), err
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
 		w.failed[err.Error()]++
-		return
+	} else {
+		in.id = res.Job.ID
+		w.ids = append(w.ids, res.Job.ID)
 	}
-	w.ids = append(w.ids, res.Job.ID)
+	w.inserts = append(w.inserts, in)
 }
 
 // insertEvery inserts a job every interval until stop is called, at most
@@ -375,4 +391,301 @@ func TestClusterSlotMigrationKeepsJobs(t *testing.T) {
 			require.NotContains(t, what, "TRYAGAIN")
 		}
 	}
+}
+
+// failoverFences records the fences a lock key was granted, before and
+// after a failover.
+type failoverFences struct{ before, after []uint64 }
+
+// lockOnMaster returns a lock key name, prefix followed by a number, whose
+// slot master serves.
+func lockOnMaster(t *testing.T, cluster *redistest.Cluster, master *redistest.Server, prefix string) string {
+	for i := range 1000 {
+		name := fmt.Sprint(prefix, i)
+		slot, err := cluster.Slot("{" + name + "}") // a lock key's hash tag is its name (encoded: no brace here)
+		require.NoError(t, err)
+		if m, err := cluster.Master(slot); err == nil && m == master {
+			return name
+		}
+	}
+	require.FailNow(t, "no lock key name on the master")
+	return ""
+}
+
+// TestClusterFailoverJobsAndLocks kills the master that serves a busy
+// queue's slot, and three lock keys', while two clients work keyed jobs, a
+// third inserts and leases are held; its replica takes over. The replica
+// is first synced (Synced), then stalled: it stops reading (SIGSTOP) and
+// a value larger than the kernel's socket buffers is written to the
+// master, so that what the master acknowledges after it stays in the
+// master's output buffer and dies with it. So the test knows which writes
+// the new master has. Then, with no client recreated:
+//
+//   - jobs acknowledged before the sync, and inserted after the kill, all
+//     complete; those acknowledged during the stall are gone (the caveat
+//     of asynchronous replication, docs/locking.md);
+//   - runs on the new master keep every key's limit and fence order
+//     (keycheck), and their fences are above every fence before the kill;
+//     runs of the dead master end within a lease of the kill;
+//   - a lease granted before the sync stays held and its waiter is granted
+//     it after its release; a lease granted during the stall is granted
+//     again, and its old holder's context ends within a heartbeat interval
+//     of that; every lock fence after the failover is above every fence
+//     before it, across keys too.
+func TestClusterFailoverJobsAndLocks(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartClusterOptsT(t, &redistest.ClusterOptions{Replicas: true, NodeTimeout: time.Second})
+	const leaseTTL = 1500 * time.Millisecond // the jobs'
+	w, _ := startClusterWork(t, cluster.Addrs(), 2, leaseTTL)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	slot, err := cluster.Slot("{" + clusterQueue + "}")
+	require.NoError(t, err)
+	master, err := cluster.Master(slot)
+	require.NoError(t, err)
+	replica, err := cluster.Replica(master)
+	require.NoError(t, err)
+
+	// Locks: A holds, B contends. Long enough that the replicated lease
+	// outlives the failover however its heartbeats fell.
+	const lockTTL = 6 * time.Second
+	const heartbeat = lockTTL / 3
+	la, err := batonlock.New(w.drivers[0], &batonlock.Config{TTL: lockTTL, Logger: quiet})
+	require.NoError(t, err)
+	// B's place, if given up in the failover, lingers at most WaitTTL.
+	lb, err := batonlock.New(w.drivers[1], &batonlock.Config{TTL: lockTTL, WaitTTL: 3 * time.Second, Logger: quiet})
+	require.NoError(t, err)
+	keptKey, lostKey, fencesKey := clusterQueue, lockOnMaster(t, cluster, master, "lost"), lockOnMaster(t, cluster, master, "fences")
+	fences := map[string]*failoverFences{keptKey: {}, lostKey: {}, fencesKey: {}}
+	grants := func(l *batonlock.Locker, n int, after bool) {
+		for range n {
+			ls, err := l.TryAcquire(ctx, fencesKey, nil)
+			require.NoError(t, err)
+			require.NoError(t, ls.Release(ctx))
+			if f := fences[fencesKey]; after {
+				f.after = append(f.after, ls.Fence())
+			} else {
+				f.before = append(f.before, ls.Fence())
+			}
+		}
+	}
+	release := func(ls *batonlock.Lease) {
+		t.Cleanup(func() { _ = ls.Release(context.Background()) })
+	}
+
+	// Every tenth job inserted in the first second, on its first attempt,
+	// runs until its context ends: across the kill.
+	w.long = func(n, attempt int) bool { return n < 100 && n%10 == 0 && attempt == 1 }
+	for i := range 100 {
+		w.insert(ctx, 100000+i)
+	}
+	stopInserts := w.insertEvery(10*time.Millisecond, 5000)
+	time.Sleep(300 * time.Millisecond)
+
+	// Replicated: grants of fencesKey, the lease on keptKey, B's place
+	// behind it, jobs so far.
+	grants(la, 10, false)
+	kept, err := la.TryAcquire(ctx, keptKey, nil)
+	require.NoError(t, err)
+	release(kept)
+	fences[keptKey].before = append(fences[keptKey].before, kept.Fence())
+	queued := make(chan struct{})
+	type acquired struct {
+		lease *batonlock.Lease
+		err   error
+	}
+	waiter := make(chan acquired, 1)
+	go func() {
+		ls, err := lb.Acquire(ctx, keptKey, &batonlock.AcquireOpts{OnWait: func(int) { close(queued) }})
+		waiter <- acquired{ls, err}
+	}()
+	select {
+	case <-queued:
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "B did not queue")
+	}
+	syncedAt := time.Now()
+	require.NoError(t, replica.Synced())
+	// The job functions, loaded on the masters (FUNCTION LOAD), reached
+	// the replica too: the new master has them before any call.
+	node, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{replica.Addr()}, ForceSingleClient: true})
+	require.NoError(t, err)
+	libs, err := node.Do(ctx, node.B().FunctionList().Libraryname("baton_*").Build()).ToArray()
+	node.Close()
+	require.NoError(t, err)
+	require.Len(t, libs, 1, "the replica has no job function library")
+
+	// Stalled: acknowledged by the master, never replicated.
+	pausedAt := time.Now()
+	require.NoError(t, replica.StallReplication())
+	t.Cleanup(func() { _ = replica.Resume() })
+	stalledAt := time.Now()
+	grants(la, 10, false)
+	lost, err := la.TryAcquire(ctx, lostKey, nil)
+	require.NoError(t, err)
+	release(lost)
+	lostEnded := make(chan time.Time, 1)
+	context.AfterFunc(lost.Context(), func() { lostEnded <- time.Now() })
+	fences[lostKey].before = append(fences[lostKey].before, lost.Fence())
+	time.Sleep(100 * time.Millisecond) // inserts, fetches and finishes, unreplicated
+
+	require.NoError(t, master.Kill())
+	killedAt, killedNow := time.Now(), lockcheck.Now()
+	require.NoError(t, replica.Resume())
+	t.Logf("the replica paused for %v, %v of it stalled", killedAt.Sub(pausedAt), killedAt.Sub(stalledAt))
+	require.NoError(t, cluster.WaitFailover(replica, master))
+	t.Logf("replica promoted %v after the kill", time.Since(killedAt))
+
+	// B takes lostKey once its client reaches the new master: it was never
+	// granted there.
+	var taken *batonlock.Lease
+	for taken == nil {
+		actx, acancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		taken, err = lb.TryAcquire(actx, lostKey, nil)
+		acancel()
+		require.Falsef(t, errors.Is(err, batonlock.ErrNotAcquired), "the unreplicated lease on %q survived the failover", lostKey)
+		require.Lessf(t, time.Since(killedAt), 20*time.Second, "no grant on the new master 20s after the kill: %v", err)
+	}
+	takenAt := time.Now()
+	release(taken)
+	fences[lostKey].after = append(fences[lostKey].after, taken.Fence())
+	t.Logf("B granted %q on the new master %v after the kill", lostKey, takenAt.Sub(killedAt))
+	var lostEndedAt time.Time
+	select {
+	case lostEndedAt = <-lostEnded:
+	case <-time.After(lockTTL):
+		require.FailNow(t, "the old holder's lease on the lost grant did not end")
+	}
+	overlap := lostEndedAt.Sub(takenAt)
+	t.Logf("A's lease on %q ended %v after B's grant (%v)", lostKey, overlap, lost.Err())
+	require.Truef(t, errors.Is(lost.Err(), batonlock.ErrNotHeld) || errors.Is(lost.Err(), batonlock.ErrLeaseExpired), "cause %v", lost.Err())
+	require.Less(t, overlap, heartbeat+150*time.Millisecond, "two holders for longer than a heartbeat interval")
+
+	// keptKey was replicated: it stays held, confirmed by a heartbeat of
+	// the new master.
+	confirmed := killedAt.Add(lockTTL - lockTTL/100 - 2*time.Millisecond)
+	require.Eventuallyf(t, func() bool { return kept.Until().After(confirmed) }, 2*heartbeat, 10*time.Millisecond,
+		"no heartbeat of the replicated lease confirmed by the new master: %v", kept.Err())
+	require.NoError(t, kept.Err())
+	info, err := lb.Inspect(ctx, keptKey)
+	require.NoError(t, err)
+	require.Len(t, info.Holders, 1)
+	require.Equal(t, kept.Token(), info.Holders[0].Token)
+	// B's wait: unlike on a Sentinel, it may end in the failover. Its
+	// grant channel's shard subscription drops with the master, the
+	// listener asks for a recheck at once, the recheck finds the master
+	// down, and a failed recheck ends Acquire and gives the place up (by
+	// design: TestFailedRecheckGivesUpThePlace). Else it is granted the
+	// lock once released, as on a Sentinel.
+	var lateWait error
+	select {
+	case r := <-waiter:
+		require.Error(t, r.err, "B was granted a held lock")
+		lateWait = r.err
+		t.Logf("B's wait ended in the failover: %v; %d waiters now", r.err, info.WaiterCount)
+	default:
+		require.Equal(t, 1, info.WaiterCount, "B waits, but has no place")
+	}
+	require.NoError(t, kept.Release(ctx))
+	if lateWait == nil {
+		select {
+		case r := <-waiter:
+			require.NoError(t, r.err, "B's wait")
+			release(r.lease)
+			fences[keptKey].after = append(fences[keptKey].after, r.lease.Fence())
+			require.NoError(t, r.lease.Release(ctx))
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "the waiter queued before the failover was not granted the lock released after it")
+		}
+	} else {
+		// A place given up in the outage may linger until WaitTTL.
+		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+		ls, err := lb.Acquire(actx, keptKey, nil)
+		acancel()
+		require.NoError(t, err)
+		release(ls)
+		fences[keptKey].after = append(fences[keptKey].after, ls.Fence())
+		require.NoError(t, ls.Release(ctx))
+	}
+	grants(la, 10, true)
+	grants(lb, 10, true)
+	var before, after []uint64
+	for key, f := range fences {
+		require.Greaterf(t, slices.Min(f.after), slices.Max(f.before), "%q: a fence after the failover is not above every fence before it", key)
+		before, after = append(before, f.before...), append(after, f.after...)
+	}
+	require.Greater(t, slices.Min(after), slices.Max(before), "lock fences across keys")
+
+	// Jobs: inserts go on against the new master; then stop.
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		last := w.inserts[len(w.inserts)-1]
+		return last.sent.After(killedAt) && last.err == nil
+	}, 20*time.Second, 20*time.Millisecond, "no insert succeeded after the kill")
+	time.Sleep(300 * time.Millisecond)
+	stopInserts()
+	w.mu.Lock()
+	var replicated, unreplicated, afterKill []string
+	failed := 0
+	for _, in := range w.inserts {
+		switch {
+		case in.err != nil:
+			failed++
+		case in.returned.Before(syncedAt):
+			replicated = append(replicated, in.id)
+		case in.sent.After(stalledAt) && in.returned.Before(killedAt):
+			unreplicated = append(unreplicated, in.id)
+		case in.sent.After(killedAt):
+			afterKill = append(afterKill, in.id)
+		}
+	}
+	w.mu.Unlock()
+	require.NotEmpty(t, replicated)
+	require.NotEmpty(t, unreplicated)
+	require.NotEmpty(t, afterKill)
+	w.waitCompleted(append(replicated, afterKill...), 20*time.Second)
+	gone := 0
+	for _, id := range unreplicated {
+		if _, err := w.clients[0].JobGet(ctx, clusterQueue, id); errors.Is(err, baton.ErrJobNotFound) {
+			gone++
+		}
+	}
+	t.Logf("jobs: %d replicated and %d inserted after the kill, all completed; %d acknowledged during the stall, %d gone; %d inserts failed",
+		len(replicated), len(afterKill), len(unreplicated), gone, failed)
+	require.Equal(t, len(unreplicated), gone, "an insert acknowledged during the stall is on the new master")
+
+	// Runs: the dead master's, then the new one's.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var old, fresh []keycheck.Execution
+	var maxOld, minFresh int64
+	lateEnd, across := time.Duration(0), 0
+	for _, r := range w.runs {
+		e := keycheck.Execution{Job: r.job, Key: r.key, Fence: r.fence, Start: r.start, End: r.end, Lost: r.lost}
+		if r.start < killedNow {
+			old = append(old, e)
+			maxOld = max(maxOld, r.fence)
+			require.NotZero(t, r.end, "a run of the dead master never ended")
+			lateEnd = max(lateEnd, time.Duration(r.end-killedNow))
+			if r.end > killedNow {
+				across++
+			}
+			continue
+		}
+		fresh = append(fresh, e)
+		if minFresh == 0 || r.fence < minFresh {
+			minFresh = r.fence
+		}
+	}
+	require.NoError(t, keycheck.Check(old, clusterKeys), "runs on the dead master")
+	require.NoError(t, keycheck.Check(fresh, clusterKeys), "runs on the new master")
+	require.Greater(t, minFresh, maxOld, "a job fence on the new master is not above every fence before the kill")
+	// A run across the kill ends when its lease, renewed no more, runs
+	// out by the client's clock: within LeaseTTL of the kill.
+	require.NotZero(t, across, "no run across the kill")
+	require.Less(t, lateEnd, leaseTTL+150*time.Millisecond, "a run of the dead master outlived its lease")
+	t.Logf("runs: %d before the kill, %d of them across it, the last ended %v after it; %d after, fences from %v of server time above the highest before",
+		len(old), across, lateEnd, len(fresh), time.Duration(minFresh-maxOld)*time.Millisecond/1024)
+	t.Logf("client warnings and errors: %v", w.log.counts())
 }
