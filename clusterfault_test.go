@@ -339,19 +339,30 @@ func TestClusterSlotMigrationKeepsJobs(t *testing.T) {
 	stopInserts := w.insertEvery(5*time.Millisecond, 5000)
 
 	// A lease on the lock key of the queue's name, so in its slot, and a
-	// waiter behind it, both on the first client's driver.
-	locker, err := batonlock.New(w.drivers[0], &batonlock.Config{TTL: time.Second, Logger: quiet})
+	// waiter behind it, both on the first client's driver. The lease's
+	// TTL (10s) and the waiter's rechecks (every 3.3s) are long, so that a
+	// grant soon after the release came by its notice, SPUBLISHed on the
+	// slot's new master.
+	locker, err := batonlock.New(w.drivers[0], &batonlock.Config{Logger: quiet})
 	require.NoError(t, err)
 	held, err := locker.TryAcquire(ctx, clusterQueue, nil)
 	require.NoError(t, err)
-	waiter := make(chan *batonlock.Lease, 1)
+	queued := make(chan struct{})
+	type acquired struct {
+		lease *batonlock.Lease
+		err   error
+		at    time.Time
+	}
+	waiter := make(chan acquired, 1)
 	go func() {
-		ls, err := locker.Acquire(ctx, clusterQueue, nil)
-		if err == nil {
-			waiter <- ls
-		}
-		close(waiter)
+		ls, err := locker.Acquire(ctx, clusterQueue, &batonlock.AcquireOpts{OnWait: func(int) { close(queued) }})
+		waiter <- acquired{ls, err, time.Now()}
 	}()
+	select {
+	case <-queued:
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "the waiter did not queue")
+	}
 
 	slot, err := cluster.Slot("{" + clusterQueue + "}")
 	require.NoError(t, err)
@@ -368,11 +379,13 @@ func TestClusterSlotMigrationKeepsJobs(t *testing.T) {
 
 	require.NoError(t, held.Err(), "the lease held across the move")
 	require.NoError(t, held.Release(ctx))
+	releasedAt := time.Now()
 	select {
-	case ls := <-waiter:
-		require.NotNil(t, ls, "the waiter's Acquire failed")
-		require.Greater(t, ls.Fence(), held.Fence())
-		require.NoError(t, ls.Release(ctx))
+	case r := <-waiter:
+		require.NoError(t, r.err, "the waiter's Acquire")
+		t.Logf("the waiter was granted %v after the release", r.at.Sub(releasedAt))
+		require.Greater(t, r.lease.Fence(), held.Fence())
+		require.NoError(t, r.lease.Release(ctx))
 	case <-time.After(5 * time.Second):
 		require.FailNow(t, "the waiter queued before the move was not granted the lock released after it")
 	}
