@@ -425,6 +425,55 @@ func lockOnMaster(t *testing.T, cluster *redistest.Cluster, master *redistest.Se
 	return ""
 }
 
+// elsewhereInserts sums up insertElsewhere's inserts.
+type elsewhereInserts struct {
+	ok      int
+	slowest time.Duration
+	failed  map[string]int // by error
+}
+
+// insertElsewhere inserts a job every 10ms, each given 5s, into a queue
+// that a master other than master serves, until stop; the sums arrive on
+// the channel once it stopped.
+func insertElsewhere(t *testing.T, cluster *redistest.Cluster, master *redistest.Server, c *baton.Client) (stop func(), sums <-chan elsewhereInserts) {
+	queue := ""
+	for i := 0; queue == ""; i++ {
+		require.Less(t, i, 1000, "no queue name of another master")
+		slot, err := cluster.Slot(fmt.Sprint("{other", i, "}"))
+		require.NoError(t, err)
+		if m, err := cluster.Master(slot); err == nil && m != master {
+			queue = fmt.Sprint("other", i)
+		}
+	}
+	done := make(chan struct{})
+	out := make(chan elsewhereInserts, 1)
+	go func() {
+		e := elsewhereInserts{failed: map[string]int{}}
+		defer func() { out <- e }()
+		for i := 0; i < 5000; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			began := time.Now()
+			_, err := c.Insert(ctx, keyedCrashArgs{Key: "x", N: i}, &baton.InsertOpts{Queue: queue})
+			cancel()
+			if err != nil {
+				e.failed[err.Error()]++
+				continue
+			}
+			e.ok++
+			e.slowest = max(e.slowest, time.Since(began))
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done) }) }
+	t.Cleanup(stop)
+	return stop, out
+}
+
 // TestClusterFailoverJobsAndLocks kills the master that serves a busy
 // queue's slot, and three lock keys', while two clients work keyed jobs, a
 // third inserts and leases are held; its replica takes over. The replica
@@ -444,7 +493,9 @@ func lockOnMaster(t *testing.T, cluster *redistest.Cluster, master *redistest.Se
 //     it after its release; a lease granted during the stall is granted
 //     again, and its old holder's context ends within a heartbeat interval
 //     of that; every lock fence after the failover is above every fence
-//     before it, across keys too.
+//     before it, across keys too;
+//   - inserts into a queue of another master all succeed: they wait out
+//     the time the whole cluster refuses commands (CLUSTERDOWN).
 func TestClusterFailoverJobsAndLocks(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.StartClusterOptsT(t, &redistest.ClusterOptions{Replicas: true, NodeTimeout: time.Second})
@@ -493,6 +544,7 @@ func TestClusterFailoverJobsAndLocks(t *testing.T) {
 		w.insert(ctx, 100000+i)
 	}
 	stopInserts := w.insertEvery(10*time.Millisecond, 5000)
+	stopElsewhere, elsewhere := insertElsewhere(t, cluster, master, w.clients[0])
 	time.Sleep(300 * time.Millisecond)
 
 	// Replicated: grants of fencesKey, the lease on keptKey, B's place
@@ -638,6 +690,14 @@ func TestClusterFailoverJobsAndLocks(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond, "no insert succeeded after the kill")
 	time.Sleep(300 * time.Millisecond)
 	stopInserts()
+	stopElsewhere()
+	// Queues on the other masters: while the killed master is marked
+	// failed and not yet replaced, every node refuses every command with
+	// CLUSTERDOWN (cluster-require-full-coverage), which ran nothing; the
+	// driver sends it again, so they wait the failover out.
+	e := <-elsewhere
+	t.Logf("inserts into a queue of another master: %d, the slowest %v; failed: %v", e.ok, e.slowest, e.failed)
+	require.Empty(t, e.failed, "inserts into a queue of another master failed")
 	w.mu.Lock()
 	var replicated, unreplicated, afterKill []string
 	failed := 0

@@ -75,8 +75,8 @@ func newJobLibrary(jobLib string, transitions map[string]string) (*jobLibrary, m
 	return lib, funcs
 }
 
-// Exec runs the transition on the keys' slot, sent again while a move of
-// the slot refuses it with TRYAGAIN (tryagain.go).
+// Exec runs the transition on the keys' slot, sent again while a Cluster
+// refuses it with TRYAGAIN or CLUSTERDOWN (tryagain.go).
 func (f *jobFunc) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
 	send := func() rueidis.RedisResult { return f.exec(ctx, c, keys, args) }
 	return afterTryAgain(ctx, send(), send)
