@@ -78,8 +78,11 @@ func newJobLibrary(jobLib string, transitions map[string]string) (*jobLibrary, m
 // Exec runs the transition on the keys' slot, sent again while a Cluster
 // refuses it with TRYAGAIN or CLUSTERDOWN (tryagain.go).
 func (f *jobFunc) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
-	send := func() rueidis.RedisResult { return f.exec(ctx, c, keys, args) }
-	return afterTryAgain(ctx, send(), send)
+	res := f.exec(ctx, c, keys, args)
+	if !isTryAgain(res.Error()) { // the common case, without a closure
+		return res
+	}
+	return afterTryAgain(ctx, res, func() rueidis.RedisResult { return f.exec(ctx, c, keys, args) })
 }
 
 // exec runs the transition once.

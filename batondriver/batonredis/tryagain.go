@@ -73,6 +73,9 @@ func afterTryAgain(ctx context.Context, res rueidis.RedisResult, send func() rue
 // execLua runs s as s.Exec does, sent again while refused with TRYAGAIN or
 // CLUSTERDOWN.
 func execLua(ctx context.Context, c rueidis.Client, s *rueidis.Lua, keys, args []string) rueidis.RedisResult {
-	send := func() rueidis.RedisResult { return s.Exec(ctx, c, keys, args) }
-	return afterTryAgain(ctx, send(), send)
+	res := s.Exec(ctx, c, keys, args)
+	if !isTryAgain(res.Error()) { // the common case, without a closure
+		return res
+	}
+	return afterTryAgain(ctx, res, func() rueidis.RedisResult { return s.Exec(ctx, c, keys, args) })
 }
