@@ -137,7 +137,11 @@ func (l *Locker) arrived(ctx context.Context, key, token string, r resolved, fen
 // confirm the give-up, after which the place expires on its own. A grant
 // whose news came too late for its lease to be trusted is confirmed as
 // TryAcquire's is; if the backend no longer holds it, Acquire queues again,
-// at the back. So a returned lease is never over already.
+// at the back. So a returned lease is never over already. A recheck of
+// the waiter's place that fails (a connection cut, a failover) is made
+// again as long as the place may still live on the backend (WaitTTL after
+// the last call that reached it): a short outage costs neither the wait
+// nor the place; a longer one ends the wait with the error.
 func (l *Locker) Acquire(ctx context.Context, key string, opts *AcquireOpts) (*Lease, error) {
 	began := time.Now()
 	lease, err := l.acquire(ctx, key, opts)
@@ -210,13 +214,48 @@ func (l *Locker) acquireOnce(ctx context.Context, key string, r resolved) (*Leas
 			l.giveBack(ctx, key, token)
 			return nil, fmt.Errorf("batonlock: acquire %q: %w", key, context.Cause(ctx))
 		}
-		sent = time.Now()
-		if res, err = l.driver.LockAcquire(ctx, p); err != nil {
+		if sent, res, err = l.recheck(ctx, p, sent.Add(l.waitTTL)); err != nil {
 			l.giveBack(ctx, key, token)
 			return nil, fmt.Errorf("batonlock: acquire %q: %w", key, err)
 		}
 	}
 	return l.arrived(ctx, key, token, r, res.Fence, sent.Add(res.TTL))
+}
+
+// Pauses between the tries of a recheck that fails.
+const (
+	recheckFirstPause = 10 * time.Millisecond
+	recheckMaxPause   = 500 * time.Millisecond
+)
+
+// recheck asks the backend for the waiter's place again (p.Recheck), and
+// returns when its call was sent and its result. A call that fails (a
+// connection cut, a Cluster failing a master over) leaves the place where
+// it was, alive on the backend until alive (WaitTTL after the last call
+// that reached it was sent): it is made again after a pause, doubling from
+// recheckFirstPause up to recheckMaxPause, as long as the place may still
+// be alive after it and ctx lasts. So a short outage costs a waiter
+// neither its wait nor its place in line; a longer one ends the wait with
+// the last error before the place could have lapsed.
+func (l *Locker) recheck(ctx context.Context, p *batondriver.LockAcquireParams, alive time.Time) (time.Time, *batondriver.LockAcquireResult, error) {
+	pause := recheckFirstPause
+	for {
+		sent := time.Now()
+		res, err := l.driver.LockAcquire(ctx, p)
+		if err == nil || errors.Is(err, batondriver.ErrBadParams) || ctx.Err() != nil ||
+			!time.Now().Add(pause).Before(alive) {
+			return sent, res, err
+		}
+		l.log.Warn("batonlock: a waiter's recheck failed; asking again while its place lasts", "key", p.Key, "err", err)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return sent, nil, err
+		case <-t.C:
+		}
+		pause = min(2*pause, recheckMaxPause)
+	}
 }
 
 // recheckIn is when a waiter asks the backend again if no notice came: in

@@ -141,6 +141,8 @@ func TestWaiterTakesOverFromACrashedHolder(t *testing.T) {
 // the caller waited.
 type recheckFails struct {
 	batondriver.LockDriver
+	always bool         // every recheck fails
+	times  atomic.Int32 // else how many rechecks fail (below 0 once they did)
 }
 
 func (d *recheckFails) LockListen(ctx context.Context, p *batondriver.LockListenParams) (batondriver.LockListener, error) {
@@ -154,25 +156,32 @@ func (d *recheckFails) LockListen(ctx context.Context, p *batondriver.LockListen
 }
 
 func (d *recheckFails) LockAcquire(ctx context.Context, p *batondriver.LockAcquireParams) (*batondriver.LockAcquireResult, error) {
-	if p.Recheck {
+	if p.Recheck && (d.always || d.times.Add(-1) >= 0) {
 		return nil, errors.New("injected: connection reset")
 	}
 	return d.LockDriver.LockAcquire(ctx, p)
 }
 
-// TestFailedRecheckGivesUpThePlace: an Acquire that returns an error
-// because a recheck failed leaves the queue: its place would else be kept
-// until WaitTTL, holding up the waiters behind it, and the slot could be
-// granted to nobody.
+// TestFailedRecheckGivesUpThePlace: an Acquire whose rechecks keep failing
+// returns an error once its place could have lapsed (WaitTTL after its
+// last call that reached the backend), not before, and leaves the queue:
+// its place would else be kept until WaitTTL, holding up the waiters
+// behind it, and the slot could be granted to nobody.
 func TestFailedRecheckGivesUpThePlace(t *testing.T) {
 	backends(t, func(t *testing.T, d batondriver.LockDriver) {
 		l := newLocker(t, d, nil)
-		failing := newLocker(t, &recheckFails{LockDriver: d}, &batonlock.Config{Logger: slog.New(slog.DiscardHandler)})
+		const waitTTL = 300 * time.Millisecond
+		fails := &recheckFails{LockDriver: d, always: true}
+		failing := newLocker(t, fails, &batonlock.Config{WaitTTL: waitTTL, Logger: slog.New(slog.DiscardHandler)})
 		ctx := context.Background()
 		holder, err := l.TryAcquire(ctx, "recheck", nil)
 		require.NoError(t, err)
+		began := time.Now()
 		_, err = failing.Acquire(ctx, "recheck", nil)
+		took := time.Since(began)
 		require.ErrorContains(t, err, "injected")
+		require.Greater(t, took, waitTTL/2, "gave up while its place was alive")
+		require.Less(t, took, waitTTL+time.Second, "kept trying past its place's life")
 		info, err := l.Inspect(ctx, "recheck")
 		require.NoError(t, err)
 		require.Zero(t, info.WaiterCount, "a waiter whose recheck failed kept its place")
@@ -180,6 +189,49 @@ func TestFailedRecheckGivesUpThePlace(t *testing.T) {
 		next, err := l.TryAcquire(ctx, "recheck", nil)
 		require.NoError(t, err, "the slot went to a waiter that had returned")
 		require.NoError(t, next.Release(ctx))
+	})
+}
+
+// TestRecheckOutageKeepsThePlace: rechecks that fail for a while (a
+// connection cut, a Cluster failover) are made again, and the waiter keeps
+// its place in line: granted before a waiter that queued after it.
+func TestRecheckOutageKeepsThePlace(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
+		l := newLocker(t, d, nil)
+		fails := &recheckFails{LockDriver: d}
+		fails.times.Store(3)
+		// Rechecks every WaitTTL/3 (its listener hears no grant).
+		flaky := newLocker(t, fails, &batonlock.Config{WaitTTL: 600 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		holder, err := l.TryAcquire(ctx, "outage", nil)
+		require.NoError(t, err)
+		began := time.Now()
+		type got struct {
+			lease *batonlock.Lease
+			err   error
+		}
+		first := make(chan got, 1)
+		go func() {
+			lease, err := flaky.Acquire(ctx, "outage", nil)
+			first <- got{lease, err}
+		}()
+		require.Eventually(t, func() bool { return fails.times.Load() < 0 }, 5*time.Second, time.Millisecond,
+			"its rechecks failed, and were made again")
+		queued := make(chan struct{})
+		second := make(chan got, 1)
+		go func() {
+			lease, err := l.Acquire(ctx, "outage", &batonlock.AcquireOpts{OnWait: func(int) { close(queued) }})
+			second <- got{lease, err}
+		}()
+		<-queued
+		require.NoError(t, holder.Release(ctx))
+		g := <-first
+		require.NoError(t, g.err, "the outage ended the wait after %v", time.Since(began))
+		require.NoError(t, g.lease.Release(ctx))
+		g = <-second
+		require.NoError(t, g.err)
+		require.NoError(t, g.lease.Release(ctx))
 	})
 }
 
