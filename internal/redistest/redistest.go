@@ -64,6 +64,10 @@ type Options struct {
 	// proxy in front of the master, to hold or cut the replication stream.
 	// Default "": a master.
 	ReplicaOf string
+	// Env are extra environment variables ("NAME=value") of the server
+	// process, added to the test process's own, e.g. to preload a library
+	// (StartWithClock). Default none.
+	Env []string
 }
 
 // Server is a redis-server child process owned by the test. Its methods are
@@ -121,6 +125,7 @@ func start(opts *Options, conf string) (*Server, error) {
 	}
 	s := &Server{bin: bin, dir: dir, port: opts.Port, opts: *opts}
 	s.opts.Args = append([]string(nil), opts.Args...)
+	s.opts.Env = append([]string(nil), opts.Env...)
 	if conf != "" {
 		// A Sentinel rewrites its configuration file: it must be its own.
 		s.sentinel = filepath.Join(dir, "sentinel.conf")
@@ -318,6 +323,9 @@ func (s *Server) launch() (inUse bool, err error) {
 	offset, _ := f.Seek(0, io.SeekEnd)
 	cmd := exec.Command(s.bin, s.args()...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = s.dir, f, f
+	if len(s.opts.Env) > 0 {
+		cmd.Env = append(os.Environ(), s.opts.Env...)
+	}
 	cmd.SysProcAttr = sysProcAttr()
 	err = cmd.Start()
 	_ = f.Close()
