@@ -199,15 +199,19 @@ func (l *Locker) acquireOnce(ctx context.Context, key string, r resolved) (*Leas
 		timer.Reset(l.recheckIn(res))
 		select {
 		case n := <-lis.C():
+			// The grant's lease started at the backend's GrantedAt. The
+			// last call was sent at `sent` and ran at res.Now, no
+			// earlier, so the lease ends no earlier than this, if the
+			// backend's clock ran as this process's did.
+			granted := sent.Add(n.GrantedAt.Sub(res.Now))
 			// A grant from before the last call is stale: that call found
 			// the waiter queued, so the lease ran out meanwhile and the
-			// slot may be another's. Ask the backend instead.
-			if !n.Recheck && !n.GrantedAt.Before(res.Now) {
-				// The grant's lease started at the backend's GrantedAt. The
-				// last call was sent at `sent` and ran at res.Now, no
-				// earlier, so the lease ends no earlier than this.
-				until := sent.Add(max(n.GrantedAt.Sub(res.Now), 0) + n.TTL)
-				return l.arrived(ctx, key, token, r, n.Fence, until)
+			// slot may be another's. One placed after the notice came is
+			// impossible: the backend's clock jumped forward since the
+			// last call (or back, for a stale one), and the lease may end
+			// sooner than it says. Ask the backend instead.
+			if !n.Recheck && !n.GrantedAt.Before(res.Now) && !granted.After(time.Now()) {
+				return l.arrived(ctx, key, token, r, n.Fence, granted.Add(n.TTL))
 			}
 		case <-timer.C:
 		case <-ctx.Done():
