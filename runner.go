@@ -672,12 +672,22 @@ func giveBack(row *JobRow) *batondriver.JobFinish {
 }
 
 // track records an execution of row whose lease is trusted until until.
-// r.mu is held; the caller runs it.
+// An execution of the same job under an earlier lease that still runs
+// here has lost it, since the backend leased the job anew: it is cancelled
+// (ErrLeaseLost) at once. Taken out of running, it would no longer be
+// renewed, and so not hear of the loss at the next heartbeat, but run on
+// to its own until beside the new one; that happens when the backend's
+// clock jumps forward past the lease. r.mu is held; the caller runs it.
 func (r *runner) track(queue string, row *JobRow, until time.Time) *execution {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.fetchCtx))
 	e := &execution{queue: queue, row: row, ctx: ctx, cancel: cancel, until: until}
 	e.expiry = time.AfterFunc(time.Until(until), func() { r.expire(e) })
-	r.running[execKey{queue, row.ID}] = e
+	k := execKey{queue, row.ID}
+	if old := r.running[k]; old != nil && old.row.Lease != row.Lease {
+		old.lost = true
+		old.cancel(ErrLeaseLost)
+	}
+	r.running[k] = e
 	r.execs.Add(1) // under mu: never after Stop began waiting (stopping)
 	return e
 }

@@ -1,0 +1,221 @@
+package baton_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/redistest"
+)
+
+// The tests in this file step the Redis server's real-time clock
+// (redistest.StartWithClock), which Redis expires keys by and Baton's
+// scripts read with TIME, and check what jobs do then. The workers' own
+// clocks do not move.
+
+// jumpRun is one start of a handler.
+type jumpRun struct {
+	worker  string
+	n       int
+	attempt int
+	fence   int64
+	at      time.Time
+}
+
+// A forward jump of the server's clock past a running keyed job's lease
+// frees it on the server: another worker takes the job back and runs it
+// again, with a higher fence, while the first run still runs, and the
+// key's limit of 1 counts only the live lease (docs/job-states.md). The
+// first run's handler context ends with ErrLeaseLost at its worker's next
+// heartbeat; a first run that returns success before then has its
+// outcome found stale, and the job's state stays the second run's. The
+// other worker, whose estimate of the server's clock (serverclock.go)
+// the jump made wrong, keeps leasing jobs.
+//
+// Shown to fail on broken variants: with the runner ignoring the leases a
+// heartbeat reports lost (runner.extend's "case lost[e.row.ID]" never
+// taken), job 1's first run does not end within 3 heartbeat intervals;
+// with job_finish.lua taking an outcome of any running job (its lease and
+// lease_until not compared), a's late outcome is recorded.
+func TestClockJumpForwardRetakesRunningJob(t *testing.T) {
+	t.Parallel()
+	srv, clock := redistest.StartWithClock(t)
+	const leaseTTL, beat = 3 * time.Second, time.Second
+	var (
+		mu      sync.Mutex
+		ended   = map[int]error{} // job N's first run: its context's cause
+		endedAt time.Time
+	)
+	starts := make(chan jumpRun, 16)
+	finishA := make(chan struct{}) // job 2's first run returns success
+	finishB := make(chan struct{}) // the second runs return
+	logs := &logRecords{}
+	newWorker := func(name string, concurrency int, log *slog.Logger) *baton.Client {
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			starts <- jumpRun{name, job.Args.N, job.Attempt, job.Fence, time.Now()}
+			switch {
+			case name == "b":
+				select {
+				case <-finishB:
+				case <-ctx.Done():
+				}
+				return nil
+			case job.Args.N == 1:
+				<-ctx.Done()
+				mu.Lock()
+				ended[1], endedAt = context.Cause(ctx), time.Now()
+				mu.Unlock()
+				return ctx.Err()
+			default:
+				select {
+				case <-finishA:
+				case <-ctx.Done():
+				}
+				return nil
+			}
+		}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+		c, err := baton.NewClient(redisDriver(t, srv.Addr(), "jump"), &baton.Config{Workers: workers, Concurrency: concurrency,
+			LeaseTTL: leaseTTL, HeartbeatInterval: beat, PollInterval: 100 * time.Millisecond, Logger: log})
+		require.NoError(t, err)
+		start(t, c)
+		return c
+	}
+	next := func(what string) jumpRun {
+		t.Helper()
+		select {
+		case r := <-starts:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no handler started: %s", what)
+			return jumpRun{}
+		}
+	}
+	ctx := context.Background()
+	// a has a worker for each job: it takes neither back itself.
+	a := newWorker("a", 2, slog.New(logs))
+	res, err := a.InsertMany(ctx, []*baton.InsertManyParams{
+		{Args: webhookArgs{Customer: "x", N: 1}}, {Args: webhookArgs{Customer: "y", N: 2}}})
+	require.NoError(t, err)
+	id1, id2 := res[0].Job.ID, res[1].Job.ID
+	first := map[int]jumpRun{}
+	stores := map[int]*fencedStore{1: {}, 2: {}} // what each job writes to
+	for range 2 {
+		r := next("the first runs, on a")
+		first[r.n] = r
+		require.NoError(t, stores[r.n].Write(r.fence, "first run"))
+	}
+	b := newWorker("b", 4, quiet) // it fetches, and samples the server's clock, before the jump
+	time.Sleep(200 * time.Millisecond)
+
+	clock.Jump(t, leaseTTL+time.Second)
+	jumped := time.Now()
+	for range 2 {
+		r := next("the jobs taken back, on b")
+		require.Equal(t, "b", r.worker)
+		require.Equal(t, 2, r.attempt, "job %d: a's lost attempt counts", r.n)
+		require.Greater(t, r.fence, first[r.n].fence, "job %d: the new lease's fence is higher", r.n)
+		require.NoError(t, stores[r.n].Write(r.fence, "second run"))
+		require.ErrorIs(t, stores[r.n].Write(first[r.n].fence, "first run, late"), errStaleFence, "the first run's late write is refused")
+		t.Logf("job %d taken back %v after the jump", r.n, r.at.Sub(jumped).Round(time.Millisecond))
+	}
+	require.Less(t, time.Since(jumped), beat, "b leases at once after the jump")
+	mu.Lock()
+	_, over := ended[1]
+	mu.Unlock()
+	require.False(t, over, "job 1's first run still runs beside its second: two runs of a key of limit 1")
+	info, err := b.KeyGet(ctx, "default", "customer:x")
+	require.NoError(t, err)
+	require.Equal(t, 1, info.Running, "the key's limit counts the live lease only")
+
+	// Job 2's first run returns success before a hears its lease is lost:
+	// its outcome is stale.
+	close(finishA)
+	require.Eventually(t, func() bool {
+		return logs.count(slog.LevelWarn, "outcomes of jobs whose leases had been lost were ignored") > 0
+	}, 5*time.Second, 5*time.Millisecond, "a's late outcome was not found stale")
+	row, err := b.JobGet(ctx, "default", id2)
+	require.NoError(t, err)
+	require.Equal(t, baton.JobStateRunning, row.State, "a's late outcome overwrote nothing")
+	require.Equal(t, 2, row.Attempt)
+
+	// Job 1's first run learns of the loss at a's next heartbeat.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return ended[1] != nil
+	}, 3*beat, time.Millisecond, "job 1's first run never ended")
+	mu.Lock()
+	require.ErrorIs(t, ended[1], baton.ErrLeaseLost)
+	lost := endedAt.Sub(jumped)
+	mu.Unlock()
+	t.Logf("job 1's first run ended %v after the jump (heartbeat interval %v)", lost.Round(time.Millisecond), beat)
+	require.Less(t, lost, beat+500*time.Millisecond)
+
+	close(finishB)
+	for _, id := range []string{id1, id2} {
+		row := waitState(t, b, "default", id, baton.JobStateCompleted)
+		require.Equal(t, 2, row.Attempt)
+	}
+}
+
+// A forward jump past a running job's lease lets the worker that runs it
+// take it back itself, its fetch finding the lease expired: it runs the
+// job again beside the first run, which must end with ErrLeaseLost as
+// soon as the process knows the lease is gone, at the latest at its next
+// heartbeat, as on another process.
+func TestClockJumpForwardRetakenBySameWorker(t *testing.T) {
+	t.Parallel()
+	srv, clock := redistest.StartWithClock(t)
+	const leaseTTL, beat = 3 * time.Second, time.Second
+	starts := make(chan jumpRun, 4)
+	ended := make(chan error, 4)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		starts <- jumpRun{"a", job.Args.N, job.Attempt, job.Fence, time.Now()}
+		if job.Attempt > 1 {
+			return nil
+		}
+		<-ctx.Done()
+		ended <- context.Cause(ctx)
+		return ctx.Err()
+	}), &baton.WorkerOpts{Concurrency: byCustomer(1)})
+	c, err := baton.NewClient(redisDriver(t, srv.Addr(), "jump"), &baton.Config{Workers: workers, Concurrency: 4,
+		LeaseTTL: leaseTTL, HeartbeatInterval: beat, PollInterval: 100 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	start(t, c)
+	ctx := context.Background()
+	res, err := c.Insert(ctx, webhookArgs{Customer: "x", N: 1}, nil)
+	require.NoError(t, err)
+	next := func(what string) jumpRun {
+		t.Helper()
+		select {
+		case r := <-starts:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no handler started: %s", what)
+			return jumpRun{}
+		}
+	}
+	first := next("the first run")
+	clock.Jump(t, leaseTTL+time.Second)
+	jumped := time.Now()
+	second := next("the second run, on the same worker")
+	require.Equal(t, 2, second.attempt)
+	require.Greater(t, second.fence, first.fence)
+	t.Logf("taken back %v after the jump", second.at.Sub(jumped).Round(time.Millisecond))
+	waitState(t, c, "default", res.Job.ID, baton.JobStateCompleted)
+	select {
+	case cause := <-ended:
+		require.ErrorIs(t, cause, baton.ErrLeaseLost)
+		t.Logf("the first run ended %v after the jump (heartbeat interval %v)", time.Since(jumped).Round(time.Millisecond), beat)
+		require.Less(t, time.Since(jumped), beat+500*time.Millisecond, "the first run ends by the next heartbeat")
+	case <-time.After(3 * beat):
+		t.Fatal("the first run never ended")
+	}
+}
