@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/batondriver"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -217,5 +219,81 @@ func TestClockJumpForwardRetakenBySameWorker(t *testing.T) {
 		require.Less(t, time.Since(jumped), beat+500*time.Millisecond, "the first run ends by the next heartbeat")
 	case <-time.After(3 * beat):
 		t.Fatal("the first run never ended")
+	}
+}
+
+// fetchCounter counts a driver's fetches.
+type fetchCounter struct {
+	batondriver.JobDriver
+	n atomic.Int64
+}
+
+func (d *fetchCounter) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*batondriver.JobFetchResult, error) {
+	d.n.Add(1)
+	return d.JobDriver.JobFetch(ctx, p)
+}
+
+// scheduledClient returns a started client on the server at addr that
+// sends the time each job starts to ran, and its driver's fetch count.
+func scheduledClient(t *testing.T, addr string) (*baton.Client, *fetchCounter, <-chan time.Time) {
+	t.Helper()
+	ran := make(chan time.Time, 4)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		ran <- time.Now()
+		return nil
+	}), nil)
+	d := &fetchCounter{JobDriver: redisDriver(t, addr, "jump")}
+	c, err := baton.NewClient(d, &baton.Config{Workers: workers, Logger: quiet}) // PollInterval 1s
+	require.NoError(t, err)
+	start(t, c)
+	return c, d, ran
+}
+
+// A job scheduled by the server's clock (InsertOpts.Delay: due when the
+// server's clock reaches its RunAt) runs early when that clock jumps
+// forward past its RunAt: at once, within the workers' PollInterval, as
+// "time from the server" says.
+func TestClockJumpForwardRunsScheduledJobEarly(t *testing.T) {
+	t.Parallel()
+	srv, clock := redistest.StartWithClock(t)
+	c, _, ran := scheduledClient(t, srv.Addr())
+	_, err := c.Insert(context.Background(), webhookArgs{N: 1}, &baton.InsertOpts{Delay: time.Minute})
+	require.NoError(t, err)
+	clock.Jump(t, time.Minute)
+	jumped := time.Now()
+	select {
+	case at := <-ran:
+		t.Logf("the job scheduled a minute ahead ran %v after the server's clock jumped a minute forward", at.Sub(jumped).Round(time.Millisecond))
+		require.Less(t, at.Sub(jumped), time.Second+500*time.Millisecond, "it runs within a PollInterval of the jump")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the job due by the server's clock did not run")
+	}
+}
+
+// A job scheduled by the server's clock runs later by a backward jump of
+// that clock: when the server's clock reaches its RunAt, not before, and
+// then within a PollInterval. Meanwhile the workers, whose own clock
+// reaches RunAt first, do not fetch more often than when idle.
+func TestClockJumpBackwardDelaysScheduledJob(t *testing.T) {
+	t.Parallel()
+	srv, clock := redistest.StartWithClock(t)
+	c, d, ran := scheduledClient(t, srv.Addr())
+	const delay, back = time.Second, 2 * time.Second
+	sent := time.Now()
+	_, err := c.Insert(context.Background(), webhookArgs{N: 1}, &baton.InsertOpts{Delay: delay})
+	require.NoError(t, err)
+	clock.Jump(t, -back)
+	before := d.n.Load()
+	select {
+	case at := <-ran:
+		fetches := d.n.Load() - before
+		took := at.Sub(sent)
+		t.Logf("the job delayed %v ran %v after its insert, the server's clock stepped back %v; %d fetches meanwhile", delay, took.Round(time.Millisecond), back, fetches)
+		require.GreaterOrEqual(t, took, delay+back-20*time.Millisecond, "it runs when the server's clock reaches its RunAt")
+		require.Less(t, took, delay+back+time.Second+500*time.Millisecond)
+		require.Less(t, fetches, int64(20), "the workers fetch no more often than at each PollInterval")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not run")
 	}
 }

@@ -472,14 +472,15 @@ func (r *runner) fetchRound(upkeep bool) (next time.Time, more bool) {
 			continue
 		}
 		delete(r.backoffs, queue)
-		r.upkeepAt[queue] = earliest(res.NextRunAt, time.Now().Add(r.cfg.PollInterval))
+		due := nextRunAt(res)
+		r.upkeepAt[queue] = earliest(due, time.Now().Add(r.cfg.PollInterval))
 		if !full || upkeep {
 			more = more || res.More // a full queue's jobs wait for its workers
 		}
 		if res.Recovered > 0 {
 			r.log.Info("baton: took back jobs whose leases expired", "queue", queue, "count", res.Recovered)
 		}
-		next = earliest(next, res.NextRunAt)
+		next = earliest(next, due)
 		// What comes back here is the jobs whose cancel was heard while
 		// the fetch was out (a fetch chains jobs only behind the jobs it
 		// leases, which launch starts first, and the dispatcher is done
@@ -653,6 +654,20 @@ func (r *runner) launch(queue string, rows []*JobRow, sent time.Time, reserved b
 		go r.execute(e)
 	}
 	return len(es), back
+}
+
+// nextRunAt is when, by this process's clock, the earliest scheduled job
+// of a fetch's queue becomes due: as far from the fetch's reply as it is
+// from the backend's clock at the fetch. The backend's time read on this
+// process's clock would be off by the difference of the two clocks: a
+// client ahead of a server (or a server's clock stepped back) would find
+// the job due while the server does not, and fetch again every
+// millisecond until the server agreed.
+func nextRunAt(res *batondriver.JobFetchResult) time.Time {
+	if res.NextRunAt.IsZero() || res.Now.IsZero() {
+		return res.NextRunAt
+	}
+	return time.Now().Add(res.NextRunAt.Sub(res.Now))
 }
 
 // ahead reports whether the chained job row was chained behind a, a lease

@@ -418,8 +418,15 @@ type JobFetchParams struct {
 type JobFetchResult struct {
 	Jobs []*JobRow
 	// NextRunAt is when the queue's earliest scheduled job becomes due, or
-	// zero if none is scheduled; fetchers sleep no longer than that.
+	// zero if none is scheduled; fetchers sleep no longer than that. It is
+	// a time of the backend's clock, which a fetcher measures from Now,
+	// never reads on its own: the two clocks may differ, and a server's
+	// may jump.
 	NextRunAt time.Time
+	// Now is the backend's clock when the fetch ran. Zero from a backend
+	// that does not report it: a fetcher then takes NextRunAt as a time of
+	// its own clock.
+	Now time.Time
 	// Paused reports that the queue is paused.
 	Paused bool
 	// Recovered counts jobs whose leases had expired and were taken back.

@@ -546,6 +546,9 @@ func exerciseJobs(t *testing.T, newDriver func(t *testing.T) batondriver.JobDriv
 		res := f.fetch(10)
 		require.Empty(t, res.Jobs, "a job was fetched before its RunAt")
 		requireNear(t, at, res.NextRunAt, storeSlack)
+		// The backend's clock at the fetch, which a fetcher measures
+		// NextRunAt from.
+		requireNear(t, time.Now(), res.Now, clockSlack)
 		f.counts(1, 0, 0, 0, 0, 0)
 	})
 

@@ -607,7 +607,7 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	res := &batondriver.JobFetchResult{}
+	res := &batondriver.JobFetchResult{Now: now}
 	q := s.queues[p.Queue]
 	if q == nil {
 		return res, nil

@@ -393,15 +393,17 @@ func (d *Driver) JobFetch(ctx context.Context, p *batondriver.JobFetchParams) (*
 	if err != nil {
 		return nil, jobErr(op, p.Queue, err)
 	}
+	res := &batondriver.JobFetchResult{}
 	if now, err := arr[0].AsInt64(); err == nil {
 		// Refused as late: the script's own test, on the same two numbers.
 		refused := waits > 0 && now > waits
 		d.clocks.observe(p.Queue, sent, time.Now(), now, refused)
+		res.Now = time.UnixMilli(now)
 	}
 	paused, _ := arr[1].AsInt64()
 	n, _ := arr[2].AsInt64()
 	more, _ := arr[4].AsInt64()
-	res := &batondriver.JobFetchResult{Paused: paused == 1, Recovered: recovered + int(n), More: more == 1}
+	res.Paused, res.Recovered, res.More = paused == 1, recovered+int(n), more == 1
 	if next, err := arr[3].AsInt64(); err == nil {
 		res.NextRunAt = time.UnixMilli(next)
 	}
