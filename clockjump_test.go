@@ -3,6 +3,7 @@ package baton_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -296,4 +297,128 @@ func TestClockJumpBackwardDelaysScheduledJob(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the job did not run")
 	}
+}
+
+// Periodic ticks are computed on the workers' clocks, and the guard that
+// inserts each tick once across processes compares ticks only (the last
+// tick inserted, in the queue's meta): jumps of the server's clock, forward
+// then backward, neither insert a tick twice nor skip one, and each tick's
+// job, due at once by the server's clock whatever it reads, runs soon after
+// its tick. Two clients fire the schedule.
+//
+// Shown to fail on a broken variant: with job_insert.lua's once-guard
+// storing the server's clock as the last tick when it is later than the
+// tick (HSET of math.max(tick, now)), the ticks after the forward jump are
+// refused as already inserted: 4 ticks ran of 8.
+func TestClockJumpPeriodicTicks(t *testing.T) {
+	t.Parallel()
+	srv, clock := redistest.StartWithClock(t)
+	const period = 200 * time.Millisecond
+	every, err := baton.Every(period)
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		runs  = map[int64]int{}
+		worst time.Duration // from a tick to its job's start
+	)
+	for range 2 {
+		workers := baton.NewWorkers()
+		baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+			late := time.Since(time.UnixMilli(int64(job.Args.N)))
+			mu.Lock()
+			defer mu.Unlock()
+			runs[int64(job.Args.N)]++
+			worst = max(worst, late)
+			return nil
+		}), nil)
+		c, err := baton.NewClient(redisDriver(t, srv.Addr(), "jump"), &baton.Config{Workers: workers, Logger: quiet,
+			PeriodicJobs: []*baton.PeriodicJob{{Name: "tick", Schedule: every, Job: func(tick time.Time) (baton.JobArgs, *baton.InsertOpts) {
+				return webhookArgs{N: int(tick.UnixMilli())}, nil
+			}}}})
+		require.NoError(t, err)
+		start(t, c)
+	}
+	began := time.Now()
+	time.Sleep(3 * period)
+	clock.Jump(t, 5*time.Second)
+	time.Sleep(3 * period)
+	clock.Jump(t, -10*time.Second)
+	time.Sleep(3 * period)
+	ended := time.Now()
+	time.Sleep(period) // the last tick's job runs
+
+	mu.Lock()
+	defer mu.Unlock()
+	var ticks []int64
+	for tick, n := range runs {
+		require.Equal(t, 1, n, "tick %v ran %d times", time.UnixMilli(tick), n)
+		ticks = append(ticks, tick)
+	}
+	slices.Sort(ticks)
+	want := 0
+	for at := began.Truncate(period).Add(period); at.Before(ended); at = at.Add(period) {
+		want++
+	}
+	t.Logf("%d ticks in %v across a 5s forward and a 10s backward jump; the latest job started %v after its tick",
+		len(ticks), ended.Sub(began).Round(time.Millisecond), worst.Round(time.Millisecond))
+	require.GreaterOrEqual(t, len(ticks), want-1, "no tick skipped (the first may fall before the clients started)")
+	for i := 1; i < len(ticks); i++ {
+		require.Equal(t, period, time.Duration(ticks[i]-ticks[i-1])*time.Millisecond, "ticks %d and %d follow each other", i-1, i)
+	}
+	require.Less(t, worst, time.Second, "each tick's job runs soon after its tick")
+}
+
+// Jobs keep running across jumps of the server's clock of each sign: a
+// worker kept busy by a backlog (each outcome recorded with the fetch of
+// its next job, JobFinish with Fetch) and whose estimate of the server's
+// clock (serverclock.go) each jump makes wrong does not stall: the
+// forward jump is longer than a fetch's whole wait, so the first fetch
+// after it is refused as late, and the refusal replaces the estimate. The
+// longest gap between two job starts is logged and bounded.
+//
+// Shown to fail on a broken variant: with serverClocks.observe keeping a
+// queue's first sample for good, every fetch after the forward jump is
+// refused and the worker stalls (job 22 of 60 never started).
+func TestClockJumpJobsKeepRunning(t *testing.T) {
+	t.Parallel()
+	srv, clock := redistest.StartWithClock(t)
+	const jobs = 60
+	starts := make(chan time.Time, jobs)
+	workers := baton.NewWorkers()
+	baton.AddWorker(workers, baton.WorkFunc[webhookArgs](func(ctx context.Context, job *baton.Job[webhookArgs]) error {
+		starts <- time.Now()
+		time.Sleep(20 * time.Millisecond)
+		return nil
+	}), nil)
+	c, err := baton.NewClient(redisDriver(t, srv.Addr(), "jump"), &baton.Config{Workers: workers, Concurrency: 1, Logger: quiet})
+	require.NoError(t, err)
+	params := make([]*baton.InsertManyParams, jobs)
+	for i := range params {
+		params[i] = &baton.InsertManyParams{Args: webhookArgs{N: i}}
+	}
+	_, err = c.InsertMany(context.Background(), params)
+	require.NoError(t, err)
+	start(t, c)
+	var last time.Time
+	var gaps []time.Duration
+	for i := range jobs {
+		select {
+		case at := <-starts:
+			if i > 0 {
+				gaps = append(gaps, at.Sub(last))
+			}
+			last = at
+		case <-time.After(10 * time.Second):
+			t.Fatalf("job %d of %d never started", i+1, jobs)
+		}
+		switch i {
+		case jobs / 3:
+			clock.Jump(t, 10*time.Second) // past a fetch's whole wait (5s at most)
+		case 2 * jobs / 3:
+			clock.Jump(t, -10*time.Second)
+		}
+	}
+	worst := slices.Max(gaps)
+	t.Logf("%d jobs across a 10s forward and a 10s backward jump; the longest gap between starts %v", jobs, worst.Round(time.Millisecond))
+	require.Less(t, worst, 500*time.Millisecond, "the worker does not stall after a jump")
 }
