@@ -251,3 +251,58 @@ func TestClockJumpBackwardIdleKeyFence(t *testing.T) {
 	third := grant()
 	require.Greater(t, third, second, "a jump back by less than the time since the last grant keeps fences rising")
 }
+
+// A forward jump of the server's clock by more than WaitTTL expires every
+// waiter's place at once: the queue is gone on the server, and FIFO order
+// with it. A TryAcquire after the holder's release is granted ahead of
+// the waiters that were queued (asserted as it happens, so that the test
+// says what happens); each waiter, at its next recheck (every WaitTTL/3),
+// queues again or is granted, and all are granted in the end. With a
+// jump shorter than WaitTTL (or none) the newcomer is refused: the
+// assertion fails, so it measures the jump.
+func TestClockJumpForwardDropsWaiters(t *testing.T) {
+	t.Parallel()
+	srv, clock := redistest.StartWithClock(t)
+	const waitTTL = time.Second
+	ls := make([]*batonlock.Locker, 4)
+	for i := range ls {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		d, err := batonredis.New(c, &batonredis.Config{Prefix: "jump"})
+		require.NoError(t, err)
+		t.Cleanup(d.Close)
+		ls[i] = newLocker(t, d, &batonlock.Config{WaitTTL: waitTTL, Logger: slog.New(slog.DiscardHandler)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	holder, err := ls[0].TryAcquire(ctx, "k", nil)
+	require.NoError(t, err)
+	granted := make(chan *batonlock.Lease, 2)
+	for _, w := range ls[1:3] {
+		queued := make(chan struct{})
+		go func() {
+			l, err := w.Acquire(ctx, "k", &batonlock.AcquireOpts{OnWait: func(int) { close(queued) }})
+			if err != nil {
+				l = nil
+			}
+			granted <- l
+		}()
+		<-queued
+	}
+	info, err := ls[3].Inspect(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, 2, info.WaiterCount)
+
+	clock.Jump(t, 2*waitTTL)
+	require.NoError(t, holder.Release(ctx))
+	newcomer, err := ls[3].TryAcquire(ctx, "k", nil)
+	require.NoError(t, err, "the waiters' places expired with the jump: a newcomer goes first")
+	require.NoError(t, newcomer.Release(ctx))
+	for range 2 {
+		l := <-granted
+		require.NotNil(t, l, "a waiter whose place expired was not granted the key in the end")
+		require.Greater(t, l.Fence(), newcomer.Fence())
+		require.NoError(t, l.Release(ctx))
+	}
+}
