@@ -373,7 +373,8 @@ type Info struct {
 	Limit    int
 	Override bool
 	// LastFence is the last fencing token issued for the key; 0 once the
-	// key is forgotten (later fences are higher all the same).
+	// key is forgotten (later fences are higher all the same, unless the
+	// backend's clock stepped back: docs/locking.md).
 	LastFence uint64
 	// Holders are the unexpired holders by fence.
 	Holders []Holder
