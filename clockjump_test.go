@@ -30,6 +30,18 @@ type jumpRun struct {
 	at      time.Time
 }
 
+// nextRun returns the next handler start, or fails the test after 10s.
+func nextRun(t *testing.T, starts <-chan jumpRun, what string) jumpRun {
+	t.Helper()
+	select {
+	case r := <-starts:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no handler started: %s", what)
+		return jumpRun{}
+	}
+}
+
 // A forward jump of the server's clock past a running keyed job's lease
 // frees it on the server: another worker takes the job back and runs it
 // again, with a higher fence, while the first run still runs, and the
@@ -89,16 +101,7 @@ func TestClockJumpForwardRetakesRunningJob(t *testing.T) {
 		start(t, c)
 		return c
 	}
-	next := func(what string) jumpRun {
-		t.Helper()
-		select {
-		case r := <-starts:
-			return r
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no handler started: %s", what)
-			return jumpRun{}
-		}
-	}
+	next := func(what string) jumpRun { t.Helper(); return nextRun(t, starts, what) }
 	ctx := context.Background()
 	// a has a worker for each job: it takes neither back itself.
 	a := newWorker("a", 2, slog.New(logs))
@@ -195,16 +198,7 @@ func TestClockJumpForwardRetakenBySameWorker(t *testing.T) {
 	ctx := context.Background()
 	res, err := c.Insert(ctx, webhookArgs{Customer: "x", N: 1}, nil)
 	require.NoError(t, err)
-	next := func(what string) jumpRun {
-		t.Helper()
-		select {
-		case r := <-starts:
-			return r
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no handler started: %s", what)
-			return jumpRun{}
-		}
-	}
+	next := func(what string) jumpRun { t.Helper(); return nextRun(t, starts, what) }
 	first := next("the first run")
 	clock.Jump(t, leaseTTL+time.Second)
 	jumped := time.Now()

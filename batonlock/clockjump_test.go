@@ -21,8 +21,8 @@ import (
 
 // jumpLockers returns n lockers, each on its own Redis client and driver,
 // on the server at addr, sharing one key prefix; idle is the drivers'
-// LockIdleTTL (0: the default).
-func jumpLockers(t *testing.T, addr string, idle time.Duration, n int) []*batonlock.Locker {
+// LockIdleTTL and waitTTL the lockers' WaitTTL (0: the defaults).
+func jumpLockers(t *testing.T, addr string, idle, waitTTL time.Duration, n int) []*batonlock.Locker {
 	t.Helper()
 	ls := make([]*batonlock.Locker, n)
 	for i := range ls {
@@ -32,7 +32,7 @@ func jumpLockers(t *testing.T, addr string, idle time.Duration, n int) []*batonl
 		d, err := batonredis.New(c, &batonredis.Config{Prefix: "jump", LockIdleTTL: idle})
 		require.NoError(t, err)
 		t.Cleanup(d.Close)
-		ls[i] = newLocker(t, d, &batonlock.Config{Logger: slog.New(slog.DiscardHandler)})
+		ls[i] = newLocker(t, d, &batonlock.Config{WaitTTL: waitTTL, Logger: slog.New(slog.DiscardHandler)})
 	}
 	return ls
 }
@@ -54,7 +54,7 @@ func jumpLockers(t *testing.T, addr string, idle time.Duration, n int) []*batonl
 func TestClockJumpForwardFreesHeldLease(t *testing.T) {
 	t.Parallel()
 	srv, clock := redistest.StartWithClock(t)
-	ls := jumpLockers(t, srv.Addr(), 0, 2)
+	ls := jumpLockers(t, srv.Addr(), 0, 0, 2)
 	const ttl, beat = 3 * time.Second, time.Second
 	opts := &batonlock.AcquireOpts{TTL: ttl, HeartbeatInterval: beat}
 	ctx := context.Background()
@@ -104,7 +104,7 @@ func TestClockJumpForwardFreesHeldLease(t *testing.T) {
 func TestClockJumpBackwardLengthensLeases(t *testing.T) {
 	t.Parallel()
 	srv, clock := redistest.StartWithClock(t)
-	ls := jumpLockers(t, srv.Addr(), 0, 2)
+	ls := jumpLockers(t, srv.Addr(), 0, 0, 2)
 	const ttl, back = time.Second, 2 * time.Second
 	ctx := context.Background()
 
@@ -166,7 +166,7 @@ func TestClockJumpBackwardLengthensLeases(t *testing.T) {
 func TestClockJumpForwardNotifiedGrant(t *testing.T) {
 	t.Parallel()
 	srv, clock := redistest.StartWithClock(t)
-	ls := jumpLockers(t, srv.Addr(), 0, 3)
+	ls := jumpLockers(t, srv.Addr(), 0, 0, 3)
 	const ttl, jump = 2 * time.Second, 3 * time.Second
 	ctx := context.Background()
 
@@ -224,7 +224,7 @@ func TestClockJumpBackwardIdleKeyFence(t *testing.T) {
 	t.Parallel()
 	srv, clock := redistest.StartWithClock(t)
 	const idle = 50 * time.Millisecond
-	ls := jumpLockers(t, srv.Addr(), idle, 1)
+	ls := jumpLockers(t, srv.Addr(), idle, 0, 1)
 	ctx := context.Background()
 	grant := func() uint64 {
 		t.Helper()
@@ -264,16 +264,7 @@ func TestClockJumpForwardDropsWaiters(t *testing.T) {
 	t.Parallel()
 	srv, clock := redistest.StartWithClock(t)
 	const waitTTL = time.Second
-	ls := make([]*batonlock.Locker, 4)
-	for i := range ls {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		d, err := batonredis.New(c, &batonredis.Config{Prefix: "jump"})
-		require.NoError(t, err)
-		t.Cleanup(d.Close)
-		ls[i] = newLocker(t, d, &batonlock.Config{WaitTTL: waitTTL, Logger: slog.New(slog.DiscardHandler)})
-	}
+	ls := jumpLockers(t, srv.Addr(), 0, waitTTL, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	holder, err := ls[0].TryAcquire(ctx, "k", nil)
