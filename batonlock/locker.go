@@ -202,8 +202,10 @@ func (l *Locker) acquireOnce(ctx context.Context, key string, r resolved) (*Leas
 			// The grant's lease started at the backend's GrantedAt. The
 			// last call was sent at `sent` and ran at res.Now, no
 			// earlier, so the lease ends no earlier than this, if the
-			// backend's clock ran as this process's did.
-			granted := sent.Add(n.GrantedAt.Sub(res.Now))
+			// backend's clock ran as this process's did. Both times are
+			// whole milliseconds (Redis), so the grant may have come up
+			// to one less after the call than they say.
+			granted := sent.Add(n.GrantedAt.Sub(res.Now) - time.Millisecond)
 			// A grant from before the last call is stale: that call found
 			// the waiter queued, so the lease ran out meanwhile and the
 			// slot may be another's. One placed after the notice came is
