@@ -257,7 +257,7 @@ func (l *Locker) recheck(ctx context.Context, p *batondriver.LockAcquireParams, 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return sent, nil, err
+			return sent, nil, fmt.Errorf("%w (a recheck failed: %w)", context.Cause(ctx), err)
 		case <-t.C:
 		}
 		pause = min(2*pause, recheckMaxPause)

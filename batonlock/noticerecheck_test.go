@@ -2,6 +2,7 @@ package batonlock_test
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,4 +64,29 @@ func TestPromptNoticeTakesNoRecheck(t *testing.T) {
 		}
 	}
 	require.Zero(t, d.n.Load(), "rechecks in %d hand-overs by prompt notice", rounds)
+}
+
+// TestRecheckOutageEndsWithTheContext: an Acquire whose context ends while
+// it waits out a failing recheck returns the context's error, as any
+// Acquire whose context ends does, not the recheck's: a caller tells a
+// deadline from a backend failure by it.
+//
+// It failed before the pause between rechecks returned the context's
+// cause: the error was the injected connection reset alone.
+func TestRecheckOutageEndsWithTheContext(t *testing.T) {
+	backends(t, func(t *testing.T, d batondriver.LockDriver) {
+		l := newLocker(t, d, nil)
+		fails := &recheckFails{LockDriver: d, always: true}
+		failing := newLocker(t, fails, &batonlock.Config{WaitTTL: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		ctx := context.Background()
+		holder, err := l.TryAcquire(ctx, "outage-ctx", nil)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, holder.Release(ctx)) }()
+		tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err = failing.Acquire(tctx, "outage-ctx", nil)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorContains(t, err, `acquire "outage-ctx"`)
+		require.ErrorContains(t, err, "injected", "the recheck's failure is told too")
+	})
 }
