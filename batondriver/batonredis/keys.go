@@ -39,7 +39,14 @@ func (d *Driver) processKeys() []string {
 // no lock script touches it.
 func (d *Driver) locksKey() string { return d.prefix + ":locks" }
 
-// lockKeys are the keys of one lock, in the order the scripts expect them.
+// lockKeys are the keys of one lock, in the order the scripts expect them,
+// and last the tag, which is never a key: named by every lock script, it
+// has a Cluster refuse the script with TRYAGAIN for the whole move of the
+// lock's slot (tryagain.go), as a job script is. Else a script that finds
+// all five keys on the source runs there, and one that empties a key and
+// then writes it (a release deletes H with its holder, then promotes a
+// waiter into it) is aborted half done: Redis checks every key a script
+// touches against the move (TestLockReleaseDuringSlotMove).
 type lockKeys struct {
 	tag     string // "P:lock:{enc(K)}"
 	keys    []string
@@ -50,7 +57,7 @@ func (d *Driver) lockKeys(key string) lockKeys {
 	tag := d.prefix + ":lock:{" + encodeKey(key) + "}"
 	return lockKeys{
 		tag:     tag,
-		keys:    []string{tag + ":h", tag + ":w", tag + ":x", tag + ":i", tag + ":c"},
+		keys:    []string{tag + ":h", tag + ":w", tag + ":x", tag + ":i", tag + ":c", tag},
 		channel: tag + ":n:",
 	}
 }

@@ -14,23 +14,18 @@ import (
 
 // TestLockReleaseDuringSlotMove releases a held lock key with a waiter
 // while the key's slot is half moved (IMPORTING on one master, MIGRATING
-// on the one that has all five of its keys, none moved yet). A lock
-// script, unlike a job script, names no key that never exists, so it is
-// not refused with TRYAGAIN: it runs on the source. release.lua removes
-// the holder, which empties and so deletes H, then promotes the waiter
-// into H: Redis 7 checks every key a script touches against the slot's
-// move, finds H missing on a migrating slot, and aborts the script there
-// with "Script attempted to access a non local key in a cluster node
-// script". The holder is gone, the waiter not granted, the release
-// reports an error, and the free slot waits for the waiter's next recheck
-// (WaitTTL/3 by default, or the first holder's expiry).
+// on the one that has all five of its keys, none moved yet), and calls the
+// move off 300ms later: the release goes through whole, and the waiter is
+// granted the slot.
 //
-// KNOWN, NOT FIXED (review-s24): skipped so that make test stays green;
-// remove the Skip to see it fail. A fix would make a lock call refused
-// for the whole move, as a job call is (a key that never exists among its
-// KEYS, then resent by execLua), or never write a key a script emptied.
+// It failed before lock scripts named the key's tag, which never exists:
+// the release ran on the source, removed the holder, which emptied and so
+// deleted H, then promoted the waiter into H — Redis 7 checks every key a
+// script touches against the slot's move, found H missing on a migrating
+// slot and aborted the script there ("Script attempted to access a non
+// local key in a cluster node script"). The release failed at once, the
+// waiter was not granted, and the free slot waited for its next recheck.
 func TestLockReleaseDuringSlotMove(t *testing.T) {
-	t.Skip("known: a lock script run on a migrating slot aborts half done (review-s24)")
 	t.Parallel()
 	cluster := redistest.StartClusterT(t)
 	d := newDriver(t, newClient(t, cluster.Addrs()...))

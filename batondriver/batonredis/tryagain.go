@@ -16,10 +16,12 @@ import (
 //     unless the one it reaches holds all of them. Every transition here
 //     is such a command, and the job transitions name a few keys that
 //     never exist (the prefixes of the job and concurrency-key names,
-//     which they build keys from): so a queue's job calls are refused for
-//     the whole move of its slot, a lock's as long as its keys are split.
-//     That is what keeps them safe — a job script run on the source would
-//     not see the job hashes already moved. (ASK, for a key already moved,
+//     which they build keys from; a lock's tag, lockKeys): so a queue's
+//     job calls and a lock's calls are refused for the whole move of its
+//     slot. That is what keeps them safe — a job script run on the source
+//     would not see the job hashes already moved, and Redis aborts a
+//     script half done when it writes a key of a migrating slot that is
+//     missing (one it emptied itself, say). (ASK, for a key already moved,
 //     rueidis follows by itself.)
 //   - CLUSTERDOWN, while a slot has no master: from when the others mark a
 //     failed master so until its replica is promoted, every node refuses
