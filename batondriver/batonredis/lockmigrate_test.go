@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonhq/baton/batondriver"
@@ -40,37 +39,14 @@ func TestLockReleaseDuringSlotMove(t *testing.T) {
 	require.False(t, waiting.Granted)
 
 	k := d.lockKeys(key)
-	slot, err := cluster.Slot(k.keys[0])
-	require.NoError(t, err)
-	from, err := cluster.Master(slot)
-	require.NoError(t, err)
-	var to *redistest.Server
-	for _, s := range []int{0, 8192, 16383} {
-		if m, err := cluster.Master(s); err == nil && m != from {
-			to = m
-		}
-	}
-	require.NotNil(t, to)
-	node := func(s *redistest.Server) rueidis.Client {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr()}, ForceSingleClient: true})
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		return c
-	}
-	src, dst := node(from), node(to)
 	for _, key := range k.keys[:5] { // H W X I C
-		n, err := src.Do(ctx, src.B().Exists().Key(key).Build()).AsInt64()
+		n, err := d.client.Do(ctx, d.client.B().Exists().Key(key).Build()).AsInt64()
 		require.NoError(t, err)
-		require.EqualValues(t, 1, n, "%s: every key of the lock is on the source", key)
+		require.EqualValues(t, 1, n, "%s: every key of the lock is on the slot's master", key)
 	}
-	id := func(c rueidis.Client) string {
-		v, err := c.Do(ctx, c.B().ClusterMyid().Build()).ToString()
-		require.NoError(t, err)
-		return v
-	}
-	fromID, toID := id(src), id(dst)
-	require.NoError(t, dst.Do(ctx, dst.B().ClusterSetslot().Slot(int64(slot)).Importing().NodeId(fromID).Build()).Error())
-	require.NoError(t, src.Do(ctx, src.B().ClusterSetslot().Slot(int64(slot)).Migrating().NodeId(toID).Build()).Error())
+	slot, err := cluster.Slot(k.tag)
+	require.NoError(t, err)
+	callOff := halfMoveSlot(t, cluster, slot)
 
 	// The move is called off 300ms later: a release refused meanwhile is
 	// sent again until then.
@@ -82,9 +58,7 @@ func TestLockReleaseDuringSlotMove(t *testing.T) {
 		released <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
-	for _, c := range []rueidis.Client{src, dst} {
-		require.NoError(t, c.Do(ctx, c.B().ClusterSetslot().Slot(int64(slot)).Stable().Build()).Error())
-	}
+	callOff()
 	relErr := <-released
 	info, err := d.LockInspect(ctx, &batondriver.LockInspectParams{Key: key})
 	require.NoError(t, err)

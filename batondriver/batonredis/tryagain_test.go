@@ -28,6 +28,43 @@ func TestTryAgainUntilTheSlotSettles(t *testing.T) {
 	insertJobs(t, d, queue, newJob("k", 1))
 	slot, err := cluster.Slot("{" + queue + "}")
 	require.NoError(t, err)
+	callOff := halfMoveSlot(t, cluster, slot)
+	insert := func(ctx context.Context) error {
+		_, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: queue, Jobs: []*batondriver.JobInsert{newJob("k", 1)}})
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	began := time.Now()
+	err = insert(ctx)
+	cancel()
+	require.ErrorContains(t, err, "TRYAGAIN")
+	require.GreaterOrEqual(t, time.Since(began), 300*time.Millisecond, "given up before its deadline")
+	require.Less(t, time.Since(began), 2*time.Second, "not given up at its deadline")
+
+	// Called off while a call waits: the call goes through.
+	done := make(chan error, 1)
+	began = time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		done <- insert(ctx)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	callOff()
+	require.NoError(t, <-done)
+	t.Logf("the insert waited %v for the move to be called off", time.Since(began))
+	require.GreaterOrEqual(t, time.Since(began), 300*time.Millisecond)
+	stats, err := d.QueueStats(t.Context(), &batondriver.QueueParams{Queue: queue})
+	require.NoError(t, err)
+	require.Equal(t, 2, stats.Counts[batondriver.JobStateAvailable], "the refused insert stored a job")
+}
+
+// halfMoveSlot leaves slot half moved, with the first two steps of a
+// reshard: IMPORTING on another master, MIGRATING on the one that serves
+// it and has its keys, none moved yet. It returns the function that calls
+// the move off (SETSLOT STABLE on both).
+func halfMoveSlot(t *testing.T, cluster *redistest.Cluster, slot int) (callOff func()) {
 	from, err := cluster.Master(slot)
 	require.NoError(t, err)
 	var to *redistest.Server
@@ -52,35 +89,9 @@ func TestTryAgainUntilTheSlotSettles(t *testing.T) {
 	fromID, toID := id(src), id(dst)
 	require.NoError(t, dst.Do(t.Context(), dst.B().ClusterSetslot().Slot(int64(slot)).Importing().NodeId(fromID).Build()).Error())
 	require.NoError(t, src.Do(t.Context(), src.B().ClusterSetslot().Slot(int64(slot)).Migrating().NodeId(toID).Build()).Error())
-	insert := func(ctx context.Context) error {
-		_, err := d.JobInsert(ctx, &batondriver.JobInsertParams{Queue: queue, Jobs: []*batondriver.JobInsert{newJob("k", 1)}})
-		return err
+	return func() {
+		for _, c := range []rueidis.Client{src, dst} {
+			require.NoError(t, c.Do(t.Context(), c.B().ClusterSetslot().Slot(int64(slot)).Stable().Build()).Error())
+		}
 	}
-
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	began := time.Now()
-	err = insert(ctx)
-	cancel()
-	require.ErrorContains(t, err, "TRYAGAIN")
-	require.GreaterOrEqual(t, time.Since(began), 300*time.Millisecond, "given up before its deadline")
-	require.Less(t, time.Since(began), 2*time.Second, "not given up at its deadline")
-
-	// Called off while a call waits: the call goes through.
-	done := make(chan error, 1)
-	began = time.Now()
-	go func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		defer cancel()
-		done <- insert(ctx)
-	}()
-	time.Sleep(300 * time.Millisecond)
-	for _, c := range []rueidis.Client{src, dst} {
-		require.NoError(t, c.Do(t.Context(), c.B().ClusterSetslot().Slot(int64(slot)).Stable().Build()).Error())
-	}
-	require.NoError(t, <-done)
-	t.Logf("the insert waited %v for the move to be called off", time.Since(began))
-	require.GreaterOrEqual(t, time.Since(began), 300*time.Millisecond)
-	stats, err := d.QueueStats(t.Context(), &batondriver.QueueParams{Queue: queue})
-	require.NoError(t, err)
-	require.Equal(t, 2, stats.Counts[batondriver.JobStateAvailable], "the refused insert stored a job")
 }
