@@ -165,14 +165,15 @@ func (c cronSchedule) String() string { return c.spec }
 // for; the schedule resumes with the next tick. A tick a running client
 // could not insert (the backend was unreachable) is retried until the
 // next tick, then given up (logged at Warn with periodic_job and
-// given_up_tick; the last try may have inserted it after all). A client that wakes for a
-// tick only once the next one is due too (a stalled process) fires the
-// latest tick due and leaves the ticks before it to the other clients;
-// it logs them at Warn with the attributes periodic_job, skipped (how
-// many), first_skipped and last_skipped. A client whose insert of a tick
-// comes after another client inserted a later one (it was slow) logs it at
-// Warn too, with periodic_job, late_tick and last_tick: so a tick no
-// client inserted is never lost without a trace.
+// given_up_tick; the last try may have inserted it after all). A client
+// that wakes for a tick only once the next one is due too (a stalled
+// process) fires the latest tick due and leaves the ticks before it to
+// the other clients; it logs them at Warn with the attributes
+// periodic_job, skipped (how many), first_skipped and last_skipped. A
+// client whose insert of a tick comes after another client inserted a
+// later one (it was slow) logs it at Warn too, with periodic_job,
+// late_tick and last_tick: so a tick no client inserted is never lost
+// without a trace.
 //
 // Started clients register their schedules in the backend, with their
 // specs, queues and kinds, for ScheduleList (and `baton schedules`) to
