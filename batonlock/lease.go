@@ -197,6 +197,7 @@ func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
 	}
 	t := time.NewTimer(interval)
 	defer t.Stop()
+	failed := 0 // heartbeats failed in a row
 	for {
 		select {
 		case <-t.C:
@@ -218,6 +219,7 @@ func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
 		cancel()
 		switch {
 		case err == nil:
+			failed = 0
 			t.Reset(every())
 		case errors.Is(err, ErrNotHeld):
 			return
@@ -226,7 +228,16 @@ func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
 				return
 			}
 			ls.locker.log.Warn("batonlock: heartbeat failed; retrying", "key", ls.key, "err", err)
-			t.Reset(max(every()/4, time.Millisecond))
+			// The first failure is retried at once: a connection that
+			// broke while idle (a Redis restart, a failover) shows it only
+			// on its first use, and the client reconnects for the next
+			// call. Later ones a quarter interval apart.
+			failed++
+			if failed == 1 {
+				t.Reset(time.Millisecond)
+			} else {
+				t.Reset(max(every()/4, time.Millisecond))
+			}
 		}
 	}
 }
