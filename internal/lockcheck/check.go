@@ -182,6 +182,9 @@ func (e *Event) describe(base int64) string {
 	if e.Lost != 0 {
 		fmt.Fprintf(&b, ", lease lost %s", rel(e.Lost, base))
 	}
+	if e.Killed != 0 {
+		fmt.Fprintf(&b, ", process killed %s", rel(e.Killed, base))
+	}
 	if e.ReleaseCall != 0 {
 		fmt.Fprintf(&b, ", release %s..%s %s", rel(e.ReleaseCall, base), rel(e.ReleaseReturn, base), e.Release)
 	} else if e.OK {
@@ -238,8 +241,10 @@ func CheckWellFormed(h []Event) error {
 			bad("queued time on a TryAcquire or outside the call")
 		case e.OK && e.Fence == 0:
 			bad("grant without a fence")
-		case !e.OK && (e.Fence != 0 || e.Release != NotReleased || e.ReleaseCall != 0 || e.Lost != 0):
-			bad("fence, loss or release without a grant")
+		case !e.OK && (e.Fence != 0 || e.Release != NotReleased || e.ReleaseCall != 0 || e.Lost != 0 || e.Killed != 0):
+			bad("fence, loss, kill or release without a grant")
+		case e.Killed != 0 && e.Killed < e.Return:
+			bad("holder killed before its grant returned")
 		case e.Lost != 0 && e.Lost < e.Call:
 			bad("lease lost before its call")
 		case (e.Release == NotReleased) != (e.ReleaseCall == 0):
@@ -259,21 +264,22 @@ func CheckWellFormed(h []Event) error {
 }
 
 // holdEnd is when e's holder stopped believing it held its slot: the call
-// of its release or the loss of its lease, whichever came first; 0 if
-// neither (it held until the history ended).
+// of its release, the loss of its lease or the kill of its process,
+// whichever came first; 0 if none (it held until the history ended).
 func (e *Event) holdEnd() int64 {
-	switch {
-	case e.Lost == 0:
-		return e.ReleaseCall
-	case e.ReleaseCall == 0:
-		return e.Lost
+	end := int64(0)
+	for _, t := range []int64{e.Lost, e.Killed, e.ReleaseCall} {
+		if t != 0 && (end == 0 || t < end) {
+			end = t
+		}
 	}
-	return min(e.Lost, e.ReleaseCall)
+	return end
 }
 
 // CheckOverlap verifies that each key's holders never outnumber its limit:
-// a holder counts from the return of its grant to the call of its release
-// or the loss of its lease, whichever is first (for ever if neither came),
+// a holder counts from the return of its grant to the call of its release,
+// the loss of its lease or the kill of its process, whichever is first
+// (for ever if none came),
 // the span in which it believed it held the slot. A grant whose lease was
 // lost before it returned (its reply came after the lease's Until) was
 // never trusted and counts for nothing. A sweep over those spans
@@ -444,6 +450,9 @@ type Summary struct {
 	// Lost counts grants whose lease was lost while held (Event.Lost);
 	// LostOnArrival, those lost before their grant returned.
 	Lost, LostOnArrival int
+	// Killed counts grants whose holder's process was killed while it
+	// held (Event.Killed).
+	Killed int
 	// Late is the latest that a call or release returned after its
 	// deadline (0 if none did).
 	Late time.Duration
@@ -477,6 +486,9 @@ func Summarize(h []Event) Summary {
 				s.LostOnArrival++
 			}
 		}
+		if e.Killed != 0 {
+			s.Killed++
+		}
 		if e.Deadline != 0 {
 			s.Late = max(s.Late, time.Duration(e.Return-e.Deadline))
 		}
@@ -497,6 +509,9 @@ func Summarize(h []Event) Summary {
 func (s Summary) String() string {
 	str := fmt.Sprintf("%d events from %d processes on %d keys: %d grants, %d queued, %d tries failed, %d timed out, %d errors, %d leases lost (%d on arrival), %d releases not held, %d failed",
 		s.Events, s.Procs, s.Keys, s.Grants, s.Queued, s.TryFailed, s.TimedOut, s.Errors, s.Lost, s.LostOnArrival, s.NotHeld, s.ReleaseFailed)
+	if s.Killed > 0 {
+		str += fmt.Sprintf(", %d holds cut off by a kill", s.Killed)
+	}
 	if s.Late > 0 {
 		str += fmt.Sprintf("; latest return %v after its deadline", s.Late.Round(time.Microsecond))
 	}

@@ -3,6 +3,7 @@ package lockcheck
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,7 +194,7 @@ func TestContentionCheckWellFormed(t *testing.T) {
 	}{
 		{"return before call", func(e *Event) { e.Return = 0 }, "call/return out of order"},
 		{"grant without fence", func(e *Event) { e.Fence = 0 }, "grant without a fence"},
-		{"release without grant", func(e *Event) { e.OK, e.Fence = false, 0 }, "fence, loss or release without a grant"},
+		{"release without grant", func(e *Event) { e.OK, e.Fence = false, 0 }, "fence, loss, kill or release without a grant"},
 		{"loss before call", func(e *Event) { e.Call, e.Lost = 2, 1 }, "lease lost before its call"},
 		{"queued outside call", func(e *Event) { e.Queued = 5 }, "queued time on a TryAcquire or outside the call"},
 		{"queued TryAcquire", func(e *Event) { e.Kind, e.Queued = TryAcquire, 2 }, "queued time on a TryAcquire or outside the call"},
@@ -449,5 +450,38 @@ func TestContentionCheckPrompt(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q in:\n%v", want, err)
 		}
+	}
+}
+
+// TestContentionKilledProcess: a killed process's history keeps its final
+// events and, of the operations cut off, the last progress event: a hold
+// ends at the kill, a release called ends there with its outcome unknown.
+// The mutex it held is granted to another after the kill, which passes
+// Check with Faults; the same history with the hold not cut off at the
+// kill (Killed unset) fails overlap.
+func TestContentionKilledProcess(t *testing.T) {
+	t.Parallel()
+	done := held(0, "m", 1, 1, 2, 1, 3)
+	holding := Event{G: 1, Key: "m", Limit: 1, Kind: Acquire, Call: 4, Return: 5, OK: true, Fence: 2}
+	releasing := Event{G: 2, Key: "s", Limit: 3, Kind: Acquire, Call: 4, Return: 6, OK: true, Fence: 3}
+	releasingCalled := releasing
+	releasingCalled.ReleaseCall, releasingCalled.ReleaseReturn, releasingCalled.Release = 8, 8, ReleaseFailed
+	progress := []Event{done, holding, releasing, releasingCalled}
+	h := KilledProcess([]Event{done}, progress, 10)
+	want := []Event{done, holding, releasingCalled}
+	want[1].Killed = 10
+	want[2].ReleaseReturn = 10
+	if !reflect.DeepEqual(h, want) {
+		t.Fatalf("KilledProcess:\n got %+v\nwant %+v", h, want)
+	}
+	next := held(3, "m", 1, 6, 12, 4, 13)
+	next.Proc = 1
+	if err := Check(append(h, next), &Options{Faults: true}); err != nil {
+		t.Fatal(err)
+	}
+	uncut := slices.Clone(h)
+	uncut[1].Killed = 0
+	if err := Check(append(uncut, next), &Options{Faults: true}); len(Violations(err)) == 0 || Violations(err)[0].Check != "overlap" {
+		t.Fatalf("a hold not cut off at the kill: got %v, want an overlap", err)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 )
 
@@ -98,6 +99,11 @@ type Event struct {
 	// Return: a grant whose reply arrived after the lease's Until (held up
 	// by a partition) is a lease lost on arrival, never trusted.
 	Lost int64 `json:"lost,omitempty"`
+	// Killed is when the holder's process had been sent SIGKILL (its
+	// killer read Now once kill(2) returned), for a hold it still had
+	// when killed; the hold ends there. Zero for a holder never killed.
+	// A killed process's event is assembled by KilledProcess.
+	Killed int64 `json:"killed,omitempty"`
 
 	// ReleaseCall and ReleaseReturn bracket the release of a granted slot.
 	// ReleaseDeadline is when the release's context ends, if it has a
@@ -114,8 +120,18 @@ type Recorder struct {
 	mu     sync.Mutex
 	w      *bufio.Writer
 	enc    *json.Encoder
+	synced bool
 	err    error
 	events []Event
+}
+
+// NewSyncedRecorder is NewRecorder writing each event at once, one write
+// per line, so that a process killed mid-run leaves every event it
+// recorded before (bar, at worst, a last line cut short).
+func NewSyncedRecorder(w io.Writer) *Recorder {
+	r := NewRecorder(w)
+	r.synced = true
+	return r
 }
 
 // NewRecorder returns a Recorder writing to w; nil w keeps events only in
@@ -136,6 +152,9 @@ func (r *Recorder) Record(e Event) {
 	r.events = append(r.events, e)
 	if r.enc != nil && r.err == nil {
 		r.err = r.enc.Encode(e)
+		if r.synced && r.err == nil {
+			r.err = r.w.Flush()
+		}
 	}
 }
 
@@ -190,4 +209,45 @@ func ReadFiles(paths ...string) ([]Event, error) {
 		all = append(all, h...)
 	}
 	return all, nil
+}
+
+// KilledProcess returns the history of a process that was sent SIGKILL at
+// signalled: its final events (each written once its operation was over)
+// and, for each operation with progress events (Workload.Progress) but no
+// final event, its last progress event, cut off at the kill: a hold it
+// had is marked Killed at signalled, and a release it had called ended
+// there with its outcome unknown (ReleaseFailed). Operations are matched
+// by goroutine and call time.
+func KilledProcess(final, progress []Event, signalled int64) []Event {
+	type op struct {
+		g    int
+		call int64
+	}
+	done := make(map[op]bool, len(final))
+	for _, e := range final {
+		done[op{e.G, e.Call}] = true
+	}
+	last := make(map[op]int)
+	var order []op
+	for i, e := range progress {
+		o := op{e.G, e.Call}
+		if done[o] {
+			continue
+		}
+		if _, ok := last[o]; !ok {
+			order = append(order, o)
+		}
+		last[o] = i
+	}
+	out := slices.Clone(final)
+	for _, o := range order {
+		e := progress[last[o]]
+		if e.ReleaseCall != 0 {
+			e.Release, e.ReleaseReturn = ReleaseFailed, max(signalled, e.ReleaseCall)
+		} else if e.OK {
+			e.Killed = signalled
+		}
+		out = append(out, e)
+	}
+	return out
 }

@@ -68,6 +68,11 @@ type Workload struct {
 	// checkers catch it: it holds for its whole time whatever becomes of
 	// its lease, and records no loss.
 	IgnoreLoss bool
+	// Progress, if set, is called with an operation's event so far when
+	// its slot is granted and again just before its release is called, so
+	// that a process killed while it holds a slot leaves a record of the
+	// hold (see KilledProcess).
+	Progress func(Event)
 }
 
 func (w Workload) withDefaults() Workload {
@@ -179,6 +184,9 @@ func (w *Workload) op(ctx context.Context, l *batonlock.Locker, g int, rng *rand
 		return e
 	}
 	e.OK, e.Fence = true, lease.Fence()
+	if w.Progress != nil {
+		w.Progress(e)
+	}
 	hold := w.MaxHold
 	if rng.IntN(100) < w.LongHoldPercent {
 		hold = w.MaxLongHold
@@ -204,6 +212,11 @@ func (w *Workload) op(ctx context.Context, l *batonlock.Locker, g int, rng *rand
 	defer cancel()
 	e.ReleaseDeadline = deadline(rctx)
 	e.ReleaseCall = Now()
+	if w.Progress != nil {
+		p := e
+		p.Release, p.ReleaseReturn = ReleaseFailed, e.ReleaseCall // outcome unknown until it returns
+		w.Progress(p)
+	}
 	err = lease.Release(rctx)
 	e.ReleaseReturn = Now()
 	switch {
