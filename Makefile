@@ -15,7 +15,8 @@ demo:
 	$(GO) run ./cmd/baton demo
 
 # The long versions of the multi-process tests: the lock contention checker
-# for a minute, and for a minute through network faults, the job crash
+# for a minute, for a minute through network faults, and for a minute with
+# holder processes killed and paused at random, the job crash
 # tests (plain and keyed, each on standalone
 # Redis and on a 3-master Cluster, every rerun checked to be explained by a
 # kill or a lost lease, the keyed ones also for over-limit overlap and
@@ -26,6 +27,7 @@ demo:
 chaos:
 	BATON_CONTENTION_DURATION=60s $(GO) test -race -count=1 -timeout 30m -run 'TestContention$$' -v ./batondriver/batonredis/
 	BATON_LOCKFAULT_DURATION=60s $(GO) test -race -count=1 -timeout 30m -run 'TestLockNetworkFaults$$' -v ./batondriver/batonredis/
+	BATON_LOCKKILL_DURATION=60s $(GO) test -race -count=1 -timeout 30m -run 'TestLockHoldersKilled$$' -v ./batondriver/batonredis/
 	BATON_CRASH_JOBS=20000 $(GO) test -race -count=1 -timeout 30m -run 'TestCrash' -v .
 	BATON_NETFAULT_JOBS=20000 $(GO) test -race -count=1 -timeout 30m -run 'TestNetworkFaults' -v .
 	BATON_DIFF_SEEDS=300 BATON_DIFF_STEPS=100 $(GO) test -count=1 -timeout 30m -run 'TestKeysLikeMemory' -v ./batondriver/batonredis/

@@ -47,6 +47,10 @@ const (
 	envContendSeed     = "BATON_CONTEND_SEED"
 	envContendDuration = "BATON_CONTEND_DURATION"
 	envContendLog      = "BATON_CONTEND_LOG"
+	// envContendProgress, if set, names a file for the workload's
+	// progress events (lockcheck.Workload.Progress); both files are then
+	// written one event at a time, for a child that may be killed.
+	envContendProgress = "BATON_CONTEND_PROGRESS"
 )
 
 func init() { children["lockcontender"] = runLockContender }
@@ -62,13 +66,14 @@ func contenderWorkload(proc int, seed uint64, d time.Duration) lockcheck.Workloa
 }
 
 // runLockContender is a child process of TestContention.
-func runLockContender() int { return runWorkloadChild("lockcontender", contenderWorkload, nil) }
+func runLockContender() int { return runWorkloadChild("lockcontender", contenderWorkload, nil, nil) }
 
 // runWorkloadChild is a child process that runs a lockcheck workload: it
 // connects, says "ready" on stdout, waits for "go" on stdin, runs the
-// workload that workload returns with a Locker of cfg, and writes its
-// history as JSON lines to the log file.
-func runWorkloadChild(role string, workload func(proc int, seed uint64, d time.Duration) lockcheck.Workload, cfg *batonlock.Config) int {
+// workload that workload returns with a Locker of cfg (on the driver that
+// wrap returns, if wrap is not nil), and writes its history as JSON lines
+// to the log file.
+func runWorkloadChild(role string, workload func(proc int, seed uint64, d time.Duration) lockcheck.Workload, cfg *batonlock.Config, wrap func(batondriver.LockDriver) batondriver.LockDriver) int {
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(os.Stderr, role+": "+format+"\n", args...)
 		return 1
@@ -94,7 +99,11 @@ func runWorkloadChild(role string, workload func(proc int, seed uint64, d time.D
 		return fail("driver: %v", err)
 	}
 	defer d.Close()
-	locker, err := batonlock.New(d, cfg)
+	var ld batondriver.LockDriver = d
+	if wrap != nil {
+		ld = wrap(d)
+	}
+	locker, err := batonlock.New(ld, cfg)
 	if err != nil {
 		return fail("locker: %v", err)
 	}
@@ -114,8 +123,16 @@ func runWorkloadChild(role string, workload func(proc int, seed uint64, d time.D
 	if line, err := bufio.NewReader(os.Stdin).ReadString('\n'); line != "go\n" {
 		return fail("no go from the parent: %q, %v", line, err)
 	}
-	rec := lockcheck.NewRecorder(f)
-	runErr := workload(proc, seed, dur).Run(context.Background(), locker, rec)
+	rec, w := lockcheck.NewRecorder(f), workload(proc, seed, dur)
+	if path := os.Getenv(envContendProgress); path != "" {
+		pf, err := os.Create(path)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer pf.Close()
+		rec, w.Progress = lockcheck.NewSyncedRecorder(f), lockcheck.NewSyncedRecorder(pf).Record
+	}
+	runErr := w.Run(context.Background(), locker, rec)
 	if err := errors.Join(rec.Flush(), f.Close()); err != nil {
 		return fail("writing the history: %v", err)
 	}
@@ -154,8 +171,9 @@ func (w *contenderStdout) Write(p []byte) (int, error) {
 }
 
 // startContender starts a child in role (lockcontender, or another that
-// runWorkloadChild runs) as process proc, and waits until it is ready.
-func startContender(ctx context.Context, t *testing.T, role string, proc int, addr, prefix string, seed uint64, dur time.Duration) *contenderProc {
+// runWorkloadChild runs) as process proc, with env added to its
+// environment, and waits until it is ready.
+func startContender(ctx context.Context, t *testing.T, role string, proc int, addr, prefix string, seed uint64, dur time.Duration, env ...string) *contenderProc {
 	t.Helper()
 	c := &contenderProc{
 		log:   filepath.Join(t.TempDir(), fmt.Sprintf("proc%d.jsonl", proc)),
@@ -172,6 +190,7 @@ func startContender(ctx context.Context, t *testing.T, role string, proc int, ad
 		envContendDuration+"="+dur.String(),
 		envContendLog+"="+c.log,
 	)
+	c.cmd.Env = append(c.cmd.Env, env...)
 	c.cmd.Stdout, c.cmd.Stderr = c.ready, &c.stderr
 	c.cmd.WaitDelay = 5 * time.Second
 	stdin, err := c.cmd.StdinPipe()
@@ -209,13 +228,7 @@ func (c *contenderProc) wait(t *testing.T) {
 // for a soak test.
 func TestContention(t *testing.T) {
 	t.Parallel()
-	dur := 4 * time.Second
-	if v := os.Getenv("BATON_CONTENTION_DURATION"); v != "" {
-		var err error
-		if dur, err = time.ParseDuration(v); err != nil {
-			t.Fatalf("BATON_CONTENTION_DURATION: %v", err)
-		}
-	}
+	dur := envDuration(t, "BATON_CONTENTION_DURATION", 4*time.Second)
 	srv := redistest.StartT(t, nil)
 	prefix := "t" + randomHex(6)
 	seed := uint64(time.Now().UnixNano())

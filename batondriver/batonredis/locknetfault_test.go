@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -61,7 +60,9 @@ func lockFaultWorkload(proc int, seed uint64, d time.Duration) lockcheck.Workloa
 
 // runLockFaulter is a child process of TestLockNetworkFaults; it reaches
 // Redis through the proxy the test gives it.
-func runLockFaulter() int { return runWorkloadChild("lockfaulter", lockFaultWorkload, lockFaultConfig) }
+func runLockFaulter() int {
+	return runWorkloadChild("lockfaulter", lockFaultWorkload, lockFaultConfig, nil)
+}
 
 // lockFaultPrompt is how late a call or release may return after its
 // deadline: the 100ms an Acquire may wait for its give-up, and room for a
@@ -199,12 +200,7 @@ func lockFaultsDrained(t *testing.T, l *batonlock.Locker, keys []lockcheck.Key) 
 // (make chaos: 60s).
 func TestLockNetworkFaults(t *testing.T) {
 	t.Parallel()
-	dur := 4 * time.Second
-	if v := os.Getenv("BATON_LOCKFAULT_DURATION"); v != "" {
-		var err error
-		dur, err = time.ParseDuration(v)
-		require.NoError(t, err, "BATON_LOCKFAULT_DURATION")
-	}
+	dur := envDuration(t, "BATON_LOCKFAULT_DURATION", 4*time.Second)
 	srv := redistest.StartT(t, nil)
 	prefix := "t" + randomHex(6)
 	seed := uint64(time.Now().UnixNano())

@@ -263,10 +263,10 @@ func CheckWellFormed(h []Event) error {
 	return c.err()
 }
 
-// holdEnd is when e's holder stopped believing it held its slot: the call
+// HoldEnd is when e's holder stopped believing it held its slot: the call
 // of its release, the loss of its lease or the kill of its process,
 // whichever came first; 0 if none (it held until the history ended).
-func (e *Event) holdEnd() int64 {
+func (e *Event) HoldEnd() int64 {
 	end := int64(0)
 	for _, t := range []int64{e.Lost, e.Killed, e.ReleaseCall} {
 		if t != 0 && (end == 0 || t < end) {
@@ -299,7 +299,7 @@ func CheckOverlap(h []Event) error {
 		limit := 0
 		for _, e := range granted(groups[k]) {
 			limit = e.Limit
-			end := e.holdEnd()
+			end := e.HoldEnd()
 			if end != 0 && end <= e.Return {
 				continue // lost before it returned: never trusted
 			}

@@ -22,7 +22,7 @@ import (
 //
 // Through faults a lease can end while held: its holder loses it (Lost) or
 // its release finds the backend dropped it. The backend then dropped it at
-// some instant between the end of its hold (Event.holdEnd) and its
+// some instant between the end of its hold (Event.HoldEnd) and its
 // release's return, so the release becomes an end of the hold over that
 // span, which removes the holder whatever it reports ("not held": the
 // backend dropped it first). The model still caps the holders at the limit
@@ -157,7 +157,7 @@ func checkLinearizable(h []Event, timeout time.Duration, faults bool) error {
 			})
 			call := e.ReleaseCall
 			if faults {
-				call = e.holdEnd()
+				call = e.HoldEnd()
 			}
 			if call == 0 {
 				continue
