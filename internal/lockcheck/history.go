@@ -22,7 +22,10 @@
 // that end while held: each such holder records when it stopped trusting
 // its lease (Event.Lost), its hold ends there, and Check is told so
 // (Options.Faults). CheckPrompt then verifies that no call hung past its
-// deadline and that every failure says what failed.
+// deadline and that every failure says what failed. A process killed
+// mid-run leaves its events and its progress (Workload.Progress), from
+// which KilledProcess rebuilds its history: each hold it had ends at the
+// kill (Event.Killed), checked with Options.Faults too.
 package lockcheck
 
 import (
