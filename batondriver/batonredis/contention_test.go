@@ -220,6 +220,20 @@ func (c *contenderProc) wait(t *testing.T) {
 	}
 }
 
+// startLockRun starts what a multi-process lock test of dur shares: a
+// private Redis, a key prefix and a seed of its own (logged, to replay a
+// run), and a context that bounds the run, ended when the test ends.
+func startLockRun(t *testing.T, dur time.Duration) (*redistest.Server, string, uint64, context.Context) {
+	t.Helper()
+	srv := redistest.StartT(t, nil)
+	prefix := "t" + randomHex(6)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("prefix %s, seed %d, %v", prefix, seed, dur)
+	ctx, cancel := context.WithTimeout(t.Context(), dur+time.Minute)
+	t.Cleanup(cancel)
+	return srv, prefix, seed, ctx
+}
+
 // TestContention: two child processes and the test's own goroutines (64 in
 // all) contend on a private Redis for a few seconds; their merged history
 // must pass every checker.
@@ -229,12 +243,7 @@ func (c *contenderProc) wait(t *testing.T) {
 func TestContention(t *testing.T) {
 	t.Parallel()
 	dur := envDuration(t, "BATON_CONTENTION_DURATION", 4*time.Second)
-	srv := redistest.StartT(t, nil)
-	prefix := "t" + randomHex(6)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("prefix %s, seed %d", prefix, seed)
-	ctx, cancel := context.WithTimeout(t.Context(), dur+time.Minute)
-	defer cancel()
+	srv, prefix, seed, ctx := startLockRun(t, dur)
 
 	kids := []*contenderProc{
 		startContender(ctx, t, "lockcontender", 1, srv.Addr(), prefix, seed, dur),

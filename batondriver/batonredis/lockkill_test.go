@@ -20,7 +20,6 @@ import (
 	"github.com/batonhq/baton/batondriver"
 	"github.com/batonhq/baton/batonlock"
 	"github.com/batonhq/baton/internal/lockcheck"
-	"github.com/batonhq/baton/internal/redistest"
 )
 
 // The lock holder kill tests: child processes take mutexes and a
@@ -155,12 +154,7 @@ type lockKillWatched struct {
 // child as envLockKillBroken.
 func runLockKills(t *testing.T, dur time.Duration, pausePercent int, broken string) *lockKillRun {
 	t.Helper()
-	srv := redistest.StartT(t, nil)
-	prefix := "t" + randomHex(6)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("prefix %s, seed %d, %v", prefix, seed, dur)
-	ctx, cancel := context.WithTimeout(t.Context(), dur+time.Minute)
-	defer cancel()
+	srv, prefix, seed, ctx := startLockRun(t, dur)
 	rng := rand.New(rand.NewPCG(seed, 0x4b111))
 	run := &lockKillRun{}
 	var live []*killee

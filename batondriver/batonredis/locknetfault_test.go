@@ -201,12 +201,7 @@ func lockFaultsDrained(t *testing.T, l *batonlock.Locker, keys []lockcheck.Key) 
 func TestLockNetworkFaults(t *testing.T) {
 	t.Parallel()
 	dur := envDuration(t, "BATON_LOCKFAULT_DURATION", 4*time.Second)
-	srv := redistest.StartT(t, nil)
-	prefix := "t" + randomHex(6)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("prefix %s, seed %d, %v", prefix, seed, dur)
-	ctx, cancel := context.WithTimeout(t.Context(), dur+time.Minute)
-	defer cancel()
+	srv, prefix, seed, ctx := startLockRun(t, dur)
 
 	lockers, proxies := lockFaultLockers(t, srv.Addr(), prefix, 2, nil)
 	var kids []*contenderProc
