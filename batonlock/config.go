@@ -69,8 +69,8 @@ type AcquireOpts struct {
 	NoHeartbeat bool
 
 	// HeartbeatInterval is the time between heartbeats, each extending the
-	// lease to a full TTL; a failed heartbeat is retried after a quarter of
-	// it. Default TTL/3. It must be shorter than TTL less the safety margin
+	// lease to a full TTL; a failed heartbeat is retried at once, and if
+	// that fails too, every quarter of it. Default TTL/3. It must be shorter than TTL less the safety margin
 	// of Lease.Until (1% of TTL plus 2ms); if Lease.Extend makes the TTL too
 	// short for it, heartbeats come every third of the new TTL.
 	HeartbeatInterval time.Duration

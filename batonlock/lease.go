@@ -183,8 +183,8 @@ func (ls *Lease) extend(ctx context.Context, ttl time.Duration) error {
 
 // heartbeat extends the lease every interval, or every third of the TTL
 // once Extend made the TTL too short for interval. A failed attempt is
-// retried sooner; if none succeeds before Until, the expiry timer ends the
-// lease.
+// retried at once, then every quarter interval; if none succeeds before
+// Until, the expiry timer ends the lease.
 func (ls *Lease) heartbeat(interval time.Duration, stop <-chan struct{}) {
 	defer close(ls.hbDone)
 	every := func() time.Duration {
