@@ -38,8 +38,10 @@ import (
 const (
 	tryAgainFirstPause = 5 * time.Millisecond
 	tryAgainMaxPause   = 100 * time.Millisecond
-	tryAgainLimit      = 30 * time.Second
 )
+
+// tryAgainLimit is a variable for TestTryAgainGivesUpWithoutADeadline.
+var tryAgainLimit = 30 * time.Second
 
 // isTryAgain reports whether err is a Cluster's TRYAGAIN or CLUSTERDOWN.
 func isTryAgain(err error) bool {

@@ -60,6 +60,28 @@ func TestTryAgainUntilTheSlotSettles(t *testing.T) {
 	require.Equal(t, 2, stats.Counts[batondriver.JobStateAvailable], "the refused insert stored a job")
 }
 
+// TestTryAgainGivesUpWithoutADeadline: a call whose context has no
+// deadline is not held for good by a slot that stays half moved: the
+// resends stop after tryAgainLimit, and the call fails with the TRYAGAIN.
+// Not parallel: it shortens tryAgainLimit, which parallel tests read.
+func TestTryAgainGivesUpWithoutADeadline(t *testing.T) {
+	limit := tryAgainLimit
+	tryAgainLimit = 300 * time.Millisecond
+	defer func() { tryAgainLimit = limit }()
+	cluster := redistest.StartClusterT(t)
+	d := newDriver(t, newClient(t, cluster.Addrs()...))
+	const queue = "stuck"
+	insertJobs(t, d, queue, newJob("k", 1))
+	slot, err := cluster.Slot("{" + queue + "}")
+	require.NoError(t, err)
+	defer halfMoveSlot(t, cluster, slot)()
+	began := time.Now()
+	_, err = d.JobInsert(context.Background(), &batondriver.JobInsertParams{Queue: queue, Jobs: []*batondriver.JobInsert{newJob("k", 1)}})
+	require.ErrorContains(t, err, "TRYAGAIN")
+	require.GreaterOrEqual(t, time.Since(began), tryAgainLimit, "given up before the limit")
+	require.Less(t, time.Since(began), tryAgainLimit+2*time.Second, "not given up at the limit")
+}
+
 // halfMoveSlot leaves slot half moved, with the first two steps of a
 // reshard: IMPORTING on another master, MIGRATING on the one that serves
 // it and has its keys, none moved yet. It returns the function that calls
